@@ -1,0 +1,32 @@
+"""Test-wide fixtures: every test gets an isolated environment and its own warehouse folder.
+
+Real servers (Elasticsearch-API and S3) come from ``tests/servers.py`` as session fixtures.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["tests.servers"]
+
+
+@pytest.fixture(autouse=True)
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """No WAREHOUSE_* / AWS_* leaks in or out; WAREHOUSE_HOME is a fresh tmp folder."""
+    for key in list(os.environ):
+        if key.startswith(("WAREHOUSE_", "AWS_")) and not key.startswith("WAREHOUSE_TEST_"):
+            monkeypatch.delenv(key, raising=False)
+    home = tmp_path / "warehouse-home"
+    monkeypatch.setenv("WAREHOUSE_HOME", str(home))
+    monkeypatch.setenv("WAREHOUSE_CONSOLE", "0")
+    yield {"WAREHOUSE_HOME": str(home)}
+
+
+@pytest.fixture
+def home(env: dict[str, str]) -> Path:
+    """The warehouse folder of this test."""
+    return Path(env["WAREHOUSE_HOME"])

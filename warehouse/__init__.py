@@ -1,0 +1,77 @@
+"""results-warehouse: one structured, queryable record per ML training run.
+
+    import warehouse
+
+    with warehouse.start_run(experiment="resnet", config=cfg) as run:
+        run.log_metrics("val", {"acc": 0.93})
+        run.log_samples("val", rows)
+
+Names load lazily (PEP 562) so that ``import warehouse`` — and the CLI — start fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "start_run": "warehouse.recorder",
+    "current_run": "warehouse.recorder",
+    "log_step": "warehouse.recorder",
+    "ActiveRun": "warehouse.recorder",
+    "Recorder": "warehouse.recorder",
+    "Run": "warehouse.models",
+    "RunStatus": "warehouse.models",
+    "SampleResult": "warehouse.models",
+    "ArtifactRef": "warehouse.models",
+    "Settings": "warehouse.settings",
+    "load_settings": "warehouse.settings",
+    "open_store": "warehouse.stores",
+    "open_object_store": "warehouse.objects",
+    "WarehouseError": "warehouse.errors",
+    "ConfigurationError": "warehouse.errors",
+    "InvalidRecord": "warehouse.errors",
+    "QuerySyntaxError": "warehouse.errors",
+    "NotFound": "warehouse.errors",
+    "BackendUnavailable": "warehouse.errors",
+    "StoreUnavailable": "warehouse.errors",
+    "ObjectStoreUnavailable": "warehouse.errors",
+    "SyncIncomplete": "warehouse.errors",
+}
+_RENAMED = {"load_settings": "load"}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+if TYPE_CHECKING:
+    from warehouse.errors import (
+        BackendUnavailable,
+        ConfigurationError,
+        InvalidRecord,
+        NotFound,
+        ObjectStoreUnavailable,
+        QuerySyntaxError,
+        StoreUnavailable,
+        SyncIncomplete,
+        WarehouseError,
+    )
+    from warehouse.models import ArtifactRef, Run, RunStatus, SampleResult
+    from warehouse.objects import open_object_store
+    from warehouse.recorder import ActiveRun, Recorder, current_run, log_step, start_run
+    from warehouse.settings import Settings
+    from warehouse.settings import load as load_settings
+    from warehouse.stores import open_store
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'warehouse' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), _RENAMED.get(name, name))
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

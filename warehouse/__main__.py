@@ -1,0 +1,5 @@
+"""``python -m warehouse`` runs the CLI."""
+
+from warehouse.cli import main
+
+main()

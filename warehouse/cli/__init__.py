@@ -1,0 +1,80 @@
+"""The ``warehouse`` command: parse flags, call the library, render; errors become exit codes.
+
+Every command module in this package registers its commands on the one ``app`` through a
+``register(app)`` function and imports heavy libraries only inside command bodies, so that
+``warehouse --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from warehouse.cli import demo, kibana, live, ops, query
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 ok · 1 no match (only with --fail-empty) · 2 bad usage, config or query · "
+    "3 server unreachable (nothing lost: records wait in the outbox) · 4 not found · "
+    "5 sync incomplete · 70 unexpected error · 130 interrupted."
+)
+
+app = typer.Typer(
+    name="warehouse",
+    help="results-warehouse: one queryable record per ML training run.\n\n"
+    "Example: warehouse demo && warehouse query leaderboard",
+    epilog=EXIT_CODES_HELP,
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    add_completion=False,
+)
+
+for _module in (demo, query, ops, live, kibana):
+    _module.register(app)
+
+
+def debug_enabled() -> bool:
+    """``--debug`` anywhere on the command line, or ``WAREHOUSE_DEBUG=1``."""
+    return "--debug" in sys.argv or os.environ.get("WAREHOUSE_DEBUG", "") not in ("", "0")
+
+
+def main() -> None:
+    """Console-script entry: run the app, turning WarehouseError into one red line + exit code."""
+    from warehouse.errors import WarehouseError
+
+    debug = debug_enabled()
+    if "--debug" in sys.argv:
+        sys.argv.remove("--debug")
+    try:
+        app(standalone_mode=False)
+    except WarehouseError as exc:
+        if debug:
+            raise
+        from warehouse.output import error
+
+        error(str(exc))
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except Exception as exc:
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        if debug:
+            raise
+        from warehouse.output import error
+
+        error(
+            f"unexpected error: {type(exc).__name__}: {exc} — rerun with --debug for the "
+            "traceback and report it"
+        )
+        sys.exit(70)

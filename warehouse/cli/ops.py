@@ -1,0 +1,10 @@
+"""`warehouse` commands: ops (filled in by its issue)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the main app."""
+    return None

@@ -1,0 +1,52 @@
+"""The object-store contract (put/get/exists/url) for artifacts and per-sample model outputs.
+
+Keys follow one layout on every backend: ``{experiment}/{run_id}/{kind}/{name}`` under the
+store's own root or prefix; ``kind`` is ``artifacts``, ``outputs`` or ``git``. A store returns
+URIs (``file:///...`` or ``s3://bucket/key``) that records keep and that ``get``/``url`` take back.
+Hashing, deduplication policy and retries live above (the recorder, the outbox).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol, Self
+
+
+def object_key(experiment: str, run_id: str, kind: str, name: str) -> str:
+    """The key of one object, relative to the store's root/prefix."""
+    safe = name.replace("\\", "/").lstrip("/")
+    if ".." in safe.split("/"):
+        raise ValueError(f"object name {name!r} may not contain '..'")
+    return f"{experiment}/{run_id}/{kind}/{safe}"
+
+
+class ObjectStore(Protocol):
+    """Where the bytes of artifacts and model outputs go."""
+
+    def put(
+        self, key: str, source: bytes | Path, *, content_type: str | None, sha256: str
+    ) -> str:
+        """Store ``source`` under ``key`` and return its URI.
+
+        If an object with the same key and the same ``sha256`` is already there, nothing is
+        transferred and the existing URI is returned.
+        """
+        ...
+
+    def get(self, uri: str) -> bytes:
+        """The bytes behind a URI this store returned (``NotFound`` if gone)."""
+        ...
+
+    def exists(self, uri: str) -> bool:
+        """Whether the object behind ``uri`` is present."""
+        ...
+
+    def url(self, uri: str, expires_s: int | None = None) -> str:
+        """A URL a browser can open: a presigned HTTPS URL for S3, ``file://`` locally."""
+        ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...

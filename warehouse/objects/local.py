@@ -1,0 +1,81 @@
+"""LocalObjectStore: artifacts and model outputs as files in a folder of the warehouse."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Self
+from urllib.parse import unquote, urlparse
+
+from warehouse.errors import NotFound, ObjectStoreUnavailable
+
+
+class LocalObjectStore:
+    """Objects under ``root``; URIs are ``file://`` URLs; writes are atomic renames."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def put(
+        self, key: str, source: bytes | Path, *, content_type: str | None, sha256: str
+    ) -> str:
+        target = self.root / key
+        if target.is_file() and _sha256_file(target) == sha256:
+            return target.resolve().as_uri()
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".part")
+            with os.fdopen(fd, "wb") as out:
+                if isinstance(source, bytes | bytearray | memoryview):
+                    out.write(source)
+                else:
+                    with open(source, "rb") as src:
+                        while chunk := src.read(1 << 20):
+                            out.write(chunk)
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise ObjectStoreUnavailable(
+                f"cannot write {target}: {exc.strerror or exc}; check the warehouse folder's "
+                "permissions and free space"
+            ) from exc
+        return target.resolve().as_uri()
+
+    def get(self, uri: str) -> bytes:
+        path = self._path(uri)
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            raise NotFound(f"no object at {uri}") from None
+
+    def exists(self, uri: str) -> bool:
+        return self._path(uri).is_file()
+
+    def url(self, uri: str, expires_s: int | None = None) -> str:
+        return self._path(uri).as_uri()
+
+    def close(self) -> None:
+        return None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _path(self, uri: str) -> Path:
+        parsed = urlparse(uri)
+        if parsed.scheme == "file":
+            return Path(unquote(parsed.path))
+        if parsed.scheme == "":
+            return self.root / uri
+        raise NotFound(f"{uri} is not a local object (scheme {parsed.scheme!r})")
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as src:
+        while chunk := src.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,235 @@
+"""Settings: where records go, how to reach the servers, and the recording policy.
+
+One ``Settings`` object, loaded inside commands (never at import). Precedence, highest first::
+
+    CLI flag  >  WAREHOUSE_* environment  >  Hydra callback parameters  >  config file  >  defaults
+
+The config file is ``warehouse.toml`` (top-level keys) or ``[tool.warehouse]`` in
+``pyproject.toml``, looked up in the current directory, then upwards to the git root.
+``WAREHOUSE_CONFIG`` names a file explicitly. Nothing else in the package reads ``os.environ``
+for WAREHOUSE_* values.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from warehouse.errors import ConfigurationError
+
+DEFAULT_REDACT_PATTERNS = (
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "api_key",
+    "apikey",
+    "access_key",
+    "private_key",
+    "credential",
+    "auth",
+)
+
+_LAYERS: contextvars.ContextVar[dict[str, dict[str, Any]]] = contextvars.ContextVar(
+    "warehouse_settings_layers", default={}
+)
+
+
+class Settings(BaseSettings):
+    """Every knob of the warehouse; each field is also ``WAREHOUSE_<NAME>`` in the environment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="WAREHOUSE_", extra="ignore", validate_default=True, frozen=True
+    )
+
+    # where records go
+    home: Path | None = Field(
+        None, description="Local warehouse folder (default: .warehouse/ at the git root, else cwd)."
+    )
+    store: Literal["local", "elasticsearch"] | None = Field(
+        None, description="Store engine; default: elasticsearch when es_url is set, else local."
+    )
+    experiment: str | None = Field(None, description="Default experiment name.")
+    project: str | None = Field(None, description="Project name recorded on every run.")
+
+    # recording policy
+    primary_metric: str = Field("val.acc", description="split.metric ranking runs, e.g. val.acc.")
+    direction: Literal["max", "min"] | None = Field(
+        None, description="Whether higher or lower primary_metric is better (default: inferred)."
+    )
+    baseline_error: float = Field(0.0, description="Human/Bayes error for the bias decomposition.")
+    redact_patterns: Annotated[tuple[str, ...], NoDecode] = Field(
+        DEFAULT_REDACT_PATTERNS, description="Config keys containing these are redacted."
+    )
+    strict: bool = Field(False, description="Raise on warehouse failures instead of warning.")
+    capture_git_diff: bool = Field(True, description="Keep `git diff HEAD` when the tree is dirty.")
+
+    # Elasticsearch
+    es_url: str | None = Field(None, description="Elasticsearch URL, e.g. http://localhost:9200.")
+    es_api_key: SecretStr | None = None
+    es_username: str | None = None
+    es_password: SecretStr | None = None
+    es_ca_certs: Path | None = None
+    es_fingerprint: str | None = None
+    es_verify_certs: bool = True
+    es_timeout_s: float = 10.0
+    index_prefix: str = Field("warehouse", description="Prefix of every index, template, alias.")
+    steps_retention: str = Field("90d", description="Data stream lifecycle retention of steps.")
+
+    # object storage
+    s3_url: str | None = Field(None, description="s3://bucket/prefix for artifacts and outputs.")
+    s3_endpoint: str | None = Field(None, description="Non-AWS endpoint, e.g. http://localhost:9000.")
+    s3_region: str | None = None
+    s3_access_key_id: SecretStr | None = None
+    s3_secret_access_key: SecretStr | None = None
+    presign_expiry_s: int = Field(7 * 24 * 3600, description="Lifetime of presigned URLs.")
+
+    # Kibana
+    kibana_url: str | None = None
+    kibana_space: str | None = None
+
+    # live steps
+    console: bool = Field(True, description="Print the live console line on stderr.")
+    system_interval_s: float = Field(10.0, description="System sampler period; 0 turns it off.")
+
+    debug: bool = False
+
+    @field_validator("redact_patterns", mode="before")
+    @classmethod
+    def _split_patterns(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(p.strip() for p in value.split(",") if p.strip())
+        return value
+
+    @property
+    def store_engine(self) -> Literal["local", "elasticsearch"]:
+        """The engine in use: explicit ``store``, else elasticsearch when ``es_url`` is set."""
+        if self.store is not None:
+            return self.store
+        return "elasticsearch" if self.es_url else "local"
+
+    @property
+    def resolved_home(self) -> Path:
+        """The local warehouse folder, resolved once against the git root or cwd."""
+        if self.home is not None:
+            return self.home.expanduser().resolve()
+        return find_default_home()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # CLI flag > env > Hydra callback params > config file > defaults
+        return (
+            init_settings,
+            env_settings,
+            _LayerSource(settings_cls, "hydra"),
+            _LayerSource(settings_cls, "file"),
+        )
+
+
+class _LayerSource(PydanticBaseSettingsSource):
+    """A precedence layer filled by :func:`load` (Hydra parameters, the config file)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], layer: str) -> None:
+        super().__init__(settings_cls)
+        self.layer = layer
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return _LAYERS.get().get(self.layer, {}).get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        data = _LAYERS.get().get(self.layer, {})
+        return {k: v for k, v in data.items() if v is not None}
+
+
+def load(
+    cli: dict[str, Any] | None = None,
+    hydra: dict[str, Any] | None = None,
+    cwd: Path | None = None,
+) -> Settings:
+    """The settings in force: ``cli`` flags (None = not given) over env, Hydra params, file."""
+    base = Path(cwd) if cwd else Path.cwd()
+    file_values = _read_config_file(base)
+    known = set(Settings.model_fields)
+    for name, layer in (("Hydra callback", hydra or {}), ("config file", file_values)):
+        unknown = sorted(set(layer) - known)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown warehouse setting(s) {', '.join(unknown)} in the {name}; "
+                f"known settings: {', '.join(sorted(known))}"
+            )
+    token = _LAYERS.set({"hydra": dict(hydra or {}), "file": file_values})
+    try:
+        given = {k: v for k, v in (cli or {}).items() if v is not None}
+        try:
+            return Settings(**given)
+        except ValueError as exc:  # pydantic ValidationError
+            raise ConfigurationError(f"invalid warehouse settings: {exc}") from None
+    finally:
+        _LAYERS.reset(token)
+
+
+def _read_config_file(base: Path) -> dict[str, Any]:
+    explicit = os.environ.get("WAREHOUSE_CONFIG")
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigurationError(
+                f"WAREHOUSE_CONFIG points at {path}, which does not exist; fix the path or unset it"
+            )
+        return _parse_config(path)
+    top = git_root(base)
+    for folder in (base, *base.parents):
+        for name in ("warehouse.toml", "pyproject.toml"):
+            path = folder / name
+            if path.is_file():
+                values = _parse_config(path)
+                if values or name == "warehouse.toml":
+                    return values
+        if top is not None and folder == top:
+            break
+    return {}
+
+
+def _parse_config(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigurationError(f"cannot read warehouse config {path}: {exc}") from None
+    if path.name == "pyproject.toml":
+        data = data.get("tool", {}).get("warehouse", {})
+    return dict(data)
+
+
+def git_root(start: Path) -> Path | None:
+    """The top of the git work tree containing ``start`` (a plain walk, no git process)."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def find_default_home(cwd: Path | None = None) -> Path:
+    """``.warehouse/`` at the git root of ``cwd`` (or of Hydra's original cwd), else in cwd."""
+    base = Path(cwd) if cwd else Path.cwd()
+    root = git_root(base)
+    return (root or base.resolve()) / ".warehouse"

@@ -1,0 +1,122 @@
+"""The store contract: what every engine (local, elasticsearch) must do, and its value types.
+
+A store only translates: our queries into its engine's language, our records into its
+documents, its errors into ours (``StoreUnavailable``/``NotFound``/``QuerySyntaxError``).
+Policy — validation, redaction, NaN handling, the outbox, running maxima, bias/variance —
+lives above it (``recorder.py``, ``query/views.py``).
+
+Documents are plain dicts in the shape of ``Run.to_doc()``; a field is named by its dotted
+path (``metrics.val.acc``, ``params.model.C``, ``git.commit``). Filters are Lucene query
+strings, exactly as typed into Kibana's search bar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+Direction = Literal["max", "min"]
+Order = Literal["asc", "desc"]
+
+
+@dataclass(frozen=True)
+class RunQuery:
+    """Runs matching ``filter`` (Lucene), ordered by ``sort`` (field, order) pairs."""
+
+    filter: str | None = None
+    sort: Sequence[tuple[str, Order]] = ()
+    limit: int | None = 100
+    fields: Sequence[str] | None = None  # dotted paths to keep; None = the whole document
+
+
+@dataclass(frozen=True)
+class ExperimentBest:
+    """One leaderboard row: an experiment's best run by a metric, and how many runs it has."""
+
+    experiment: str
+    score: float
+    run: dict[str, Any]  # the best run's document
+    run_count: int  # runs in the experiment that match the filter (scored or not)
+
+
+@dataclass(frozen=True)
+class SampleQuery:
+    """Per-sample rows of one run, optionally one split, sorted by a sample column."""
+
+    run_id: str
+    split: str | None = None
+    sort: str | None = None
+    order: Order = "asc"
+    limit: int | None = 100
+    filter: str | None = None  # Lucene over sample columns
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class StepRange:
+    """Which steps of a run to read back (all by default)."""
+
+    run_id: str
+    after_seq: int = -1
+    limit: int | None = None
+    fields: Sequence[str] | None = field(default=None)
+
+
+class Store(Protocol):
+    """The contract both the local store and the Elasticsearch store implement.
+
+    Writes are idempotent by id: writing a run (``run_id``), a run's samples of a split
+    (``run_id:split:sample_id``) or a step (``run_id:seq``) twice replaces, never duplicates.
+    """
+
+    def write_runs(self, docs: Sequence[dict[str, Any]]) -> None:
+        """Insert or replace run documents by ``run_id``; visible to the next query."""
+        ...
+
+    def write_samples(
+        self, run_id: str, experiment: str, split: str, batches: Iterable[pa.RecordBatch]
+    ) -> int:
+        """Replace the samples of ``run_id``/``split`` with ``batches``; return rows written.
+
+        Every batch has a string ``sample_id`` column; the other columns are per-sample
+        metrics, labels and ``output_uri``. ``run_id``/``experiment``/``split`` are added here.
+        """
+        ...
+
+    def write_steps(self, run_id: str, experiment: str, steps: Sequence[dict[str, Any]]) -> None:
+        """Append step documents (each with ``seq``, ``step``, ``@timestamp``); ids dedupe."""
+        ...
+
+    def search_runs(self, query: RunQuery) -> list[dict[str, Any]]:
+        """Run documents matching the query, in its order, at most ``limit``."""
+        ...
+
+    def best_per_experiment(
+        self, metric: str, direction: Direction, filter: str | None = None
+    ) -> list[ExperimentBest]:
+        """For each experiment with a value of ``metric`` (dotted path), its best run.
+
+        Experiments whose runs have no finite value of ``metric`` are left out. Rows come
+        best first; ties are broken by the earlier ``ended_at``, then ``run_id``.
+        """
+        ...
+
+    def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:
+        """Sample rows of one run, streamed in order (``limit=None`` streams them all)."""
+        ...
+
+    def steps(self, query: StepRange) -> Iterator[dict[str, Any]]:
+        """A run's step documents in ``seq`` order."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and caches; the store may not be used afterwards."""
+        ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
