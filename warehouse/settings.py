@@ -78,33 +78,33 @@ class Settings(BaseSettings):
 
     # Elasticsearch
     es_url: str | None = Field(None, description="Elasticsearch URL, e.g. http://localhost:9200.")
-    es_api_key: SecretStr | None = None
-    es_username: str | None = None
-    es_password: SecretStr | None = None
-    es_ca_certs: Path | None = None
-    es_fingerprint: str | None = None
-    es_verify_certs: bool = True
-    es_timeout_s: float = 10.0
+    es_api_key: SecretStr | None = Field(None, description="Elasticsearch/Kibana API key (base64).")
+    es_username: str | None = Field(None, description="Basic-auth user for Elasticsearch/Kibana.")
+    es_password: SecretStr | None = Field(None, description="Basic-auth password (never recorded).")
+    es_ca_certs: Path | None = Field(None, description="CA certificate file for HTTPS.")
+    es_fingerprint: str | None = Field(None, description="SHA-256 fingerprint of the CA/server cert.")
+    es_verify_certs: bool = Field(True, description="Verify TLS certificates.")
+    es_timeout_s: float = Field(10.0, description="Request timeout towards Elasticsearch.")
     index_prefix: str = Field("warehouse", description="Prefix of every index, template, alias.")
     steps_retention: str = Field("90d", description="Data stream lifecycle retention of steps.")
 
     # object storage
     s3_url: str | None = Field(None, description="s3://bucket/prefix for artifacts and outputs.")
     s3_endpoint: str | None = Field(None, description="Non-AWS endpoint, e.g. http://localhost:9000.")
-    s3_region: str | None = None
-    s3_access_key_id: SecretStr | None = None
-    s3_secret_access_key: SecretStr | None = None
+    s3_region: str | None = Field(None, description="S3 region (else the usual AWS settings).")
+    s3_access_key_id: SecretStr | None = Field(None, description="Else boto3's credential chain.")
+    s3_secret_access_key: SecretStr | None = Field(None, description="Else boto3's chain.")
     presign_expiry_s: int = Field(7 * 24 * 3600, description="Lifetime of presigned URLs.")
 
     # Kibana
-    kibana_url: str | None = None
-    kibana_space: str | None = None
+    kibana_url: str | None = Field(None, description="Kibana URL; `warehouse init` imports the dashboards.")
+    kibana_space: str | None = Field(None, description="Kibana space id (default space if unset).")
 
     # live steps
     console: bool = Field(True, description="Print the live console line on stderr.")
     system_interval_s: float = Field(10.0, description="System sampler period; 0 turns it off.")
 
-    debug: bool = False
+    debug: bool = Field(False, description="Tracebacks on errors (also --debug).")
 
     @field_validator("redact_patterns", mode="before")
     @classmethod
