@@ -1,0 +1,216 @@
+"""Redaction: secret keys, URL credentials and copies of secrets never survive."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from warehouse.capture.redact import (
+    REDACTED,
+    is_secret_key,
+    override_secrets,
+    redact_config,
+    redact_overrides,
+    redact_urls,
+    strip_url_credentials,
+)
+from warehouse.settings import DEFAULT_REDACT_PATTERNS as PATTERNS
+
+SECRET = "s3cr3t-planted-value"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "password",
+        "PASSWORD",
+        "db_password",
+        "db.password",
+        "AWS_SECRET_ACCESS_KEY",
+        "aws_access_key_id",
+        "AccessKeyId",
+        "apiKey",
+        "api-key",
+        "API_KEY",
+        "hf_token",
+        "GITHUB_TOKENS",
+        "access_token",
+        "tokenizer_token",
+        "private_key",
+        "authorization",
+        "oauth",
+        "credentials",
+        "passwd",
+    ],
+)
+def test_keys_that_look_like_secrets_are_secret(key: str) -> None:
+    assert is_secret_key(key, PATTERNS)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "lr",
+        "tokenizer",
+        "tokenizer_name",
+        "tokenization",
+        "max_tokens",
+        "max_new_tokens",
+        "num_tokens",
+        "special_tokens",
+        "tokens_per_s",
+        "author",
+        "authors",
+        "keyword",
+        "batch_size",
+    ],
+)
+def test_ml_words_that_merely_contain_a_pattern_are_not_secret(key: str) -> None:
+    assert not is_secret_key(key, PATTERNS)
+
+
+def test_patterns_are_configurable_and_an_empty_list_redacts_no_key() -> None:
+    assert is_secret_key("my_pin", ["pin"])
+    assert not is_secret_key("password", [])
+    assert redact_config({"password": "x"}, []) == {"password": "x"}
+
+
+def test_secret_keys_lose_their_whole_subtree_at_any_depth() -> None:
+    config = {
+        "lr": 0.1,
+        "db": {"PASSWORD": SECRET, "host": "db.local"},
+        "deep": {"a": {"b": {"c": {"apiKey": SECRET}}}},
+        "auth": {"user": "me", "secret": SECRET},
+        "workers": [{"name": "w1", "access_token": SECRET}, {"name": "w2"}],
+        "db.password": SECRET,
+    }
+    redacted = redact_config(config, PATTERNS)
+    assert SECRET not in json.dumps(redacted)
+    assert redacted["db"] == {"PASSWORD": REDACTED, "host": "db.local"}
+    assert redacted["deep"]["a"]["b"]["c"]["apiKey"] == REDACTED
+    assert redacted["auth"] == REDACTED
+    assert redacted["workers"] == [{"name": "w1", "access_token": REDACTED}, {"name": "w2"}]
+    assert redacted["db.password"] == REDACTED
+    assert redacted["lr"] == 0.1
+
+
+def test_redaction_returns_a_copy_and_leaves_the_input_alone() -> None:
+    config = {"db": {"password": SECRET, "ports": [1, 2]}}
+    redacted = redact_config(config, PATTERNS)
+    redacted["db"]["ports"].append(3)
+    assert config == {"db": {"password": SECRET, "ports": [1, 2]}}
+
+
+def test_copies_of_a_secret_in_other_values_are_scrubbed() -> None:
+    config = {"db": {"password": SECRET}, "dsn": f"host=h password={SECRET}", "tags": [SECRET]}
+    redacted = redact_config(config, PATTERNS)
+    assert redacted["dsn"] == f"host=h password={REDACTED}"
+    assert redacted["tags"] == [REDACTED]
+
+
+def test_short_secrets_are_redacted_under_their_key_but_not_searched_for_elsewhere() -> None:
+    redacted = redact_config({"token": "abc", "name": "abcdef"}, PATTERNS)
+    assert redacted == {"token": REDACTED, "name": "abcdef"}
+
+
+def test_extra_secrets_passed_in_are_scrubbed_everywhere() -> None:
+    redacted = redact_config({"run_dir": f"out/db.password={SECRET}"}, PATTERNS, secrets=[SECRET])
+    assert redacted == {"run_dir": f"out/db.password={REDACTED}"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            f"postgres://user:{SECRET}@db:5432/x", "postgres://***@db:5432/x", id="user-password"
+        ),
+        pytest.param(
+            f"https://{SECRET}@github.com/a/b", "https://***@github.com/a/b", id="token-user"
+        ),
+        pytest.param(f"https://u:p@ss{SECRET}@h/x", "https://***@h/x", id="at-in-password"),
+        pytest.param("ssh://git@github.com/a/b.git", "ssh://git@github.com/a/b.git", id="ssh-user"),
+        pytest.param("postgres://user@h/db", "postgres://user@h/db", id="user-only-non-http"),
+        pytest.param("https://h/x?email=a@b.c", "https://h/x?email=a@b.c", id="at-in-query"),
+        pytest.param(
+            f"see https://a:{SECRET}@h1/x and https://h2/y?token={SECRET}&page=2",
+            "see https://***@h1/x and https://h2/y?token=***&page=2",
+            id="two-urls-in-text",
+        ),
+        pytest.param(
+            f"https://b.s3.amazonaws.com/k?X-Amz-Credential={SECRET}&X-Amz-Expires=60",
+            "https://b.s3.amazonaws.com/k?X-Amz-Credential=***&X-Amz-Expires=60",
+            id="presigned-credential",
+        ),
+        pytest.param("no url here: a@b", "no url here: a@b", id="no-url"),
+    ],
+)
+def test_url_credentials_in_strings_are_redacted(text: str, expected: str) -> None:
+    assert redact_urls(text, PATTERNS) == expected
+    assert redact_config({"value": text}, PATTERNS) == {"value": expected}
+
+
+def test_url_credentials_are_stripped_even_with_no_patterns() -> None:
+    assert redact_config({"url": f"https://u:{SECRET}@h"}, []) == {"url": "https://***@h"}
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        pytest.param(
+            "https://user:ghp_token@github.com/x/y.git", "https://github.com/x/y.git", id="https"
+        ),
+        pytest.param(
+            "https://ghp_token@github.com/x/y.git", "https://github.com/x/y.git", id="token"
+        ),
+        pytest.param("git@github.com:x/y.git", "git@github.com:x/y.git", id="scp-style"),
+        pytest.param("ssh://git@host:22/x/y.git", "ssh://git@host:22/x/y.git", id="ssh-user"),
+        pytest.param("ssh://git:pw@host/x/y.git", "ssh://git@host/x/y.git", id="ssh-password"),
+        pytest.param("https://github.com/x/y.git", "https://github.com/x/y.git", id="clean"),
+        pytest.param("/srv/repos/y.git", "/srv/repos/y.git", id="local-path"),
+    ],
+)
+def test_git_remote_urls_lose_their_credentials(url: str, expected: str) -> None:
+    assert strip_url_credentials(url) == expected
+
+
+def test_overrides_of_secret_keys_are_redacted_and_their_values_scrubbed() -> None:
+    overrides = [
+        f"db.password={SECRET}",
+        f"+api_token={SECRET}",
+        "lr=0.1",
+        "~old_key",
+        f"url=https://u:{SECRET}@h",
+        f"name=run-{SECRET}",
+    ]
+    assert override_secrets(overrides, PATTERNS) == {SECRET}
+    assert redact_overrides(overrides, PATTERNS) == [
+        "db.password=***",
+        "+api_token=***",
+        "lr=0.1",
+        "~old_key",
+        "url=https://***@h",
+        "name=run-***",
+    ]
+
+
+def test_redacting_10000_keys_is_fast() -> None:
+    import time
+
+    config = {f"group{g}": {f"key{k}": f"value{k}" for k in range(100)} for g in range(100)}
+    start = time.perf_counter()
+    redacted = redact_config(config, PATTERNS)
+    elapsed = time.perf_counter() - start
+    assert redacted == config
+    assert elapsed < 0.5
+
+
+def test_long_strings_are_redacted_in_linear_time() -> None:
+    import time
+
+    text = "a" * 200_000 + "://" + "b" * 200_000 + " https://u:pw@h/" + "c/" * 100_000
+    start = time.perf_counter()
+    redacted = redact_urls(text, PATTERNS)
+    assert time.perf_counter() - start < 0.5
+    assert "https://***@h/" in redacted
+    assert len(redacted) == len(text) - len("u:pw") + len(REDACTED)
