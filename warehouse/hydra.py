@@ -79,7 +79,7 @@ class WarehouseCallback(Callback):
             from warehouse.capture.config import hydra_info
             from warehouse.recorder import Recorder
 
-            overrides, meta = hydra_info()
+            overrides, meta = hydra_info(settings.redact_patterns)
             task_cfg = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
             experiment = self.experiment or meta.get("job_name") or "default"
             self._run = Recorder(settings).start_run(

@@ -168,7 +168,7 @@ class Recorder:
         s = self.settings
         name = experiment or s.experiment or "default"
         captured = capture_config(config, s.redact_patterns)
-        overrides, hydra_meta = hydra if hydra is not None else hydra_info()
+        overrides, hydra_meta = hydra if hydra is not None else hydra_info(s.redact_patterns)
         env = capture_environment()
         metric = primary_metric or s.primary_metric
         try:
