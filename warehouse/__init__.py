@@ -46,22 +46,41 @@ __all__ = sorted([*_EXPORTS, "__version__"])
 
 if TYPE_CHECKING:
     from warehouse.errors import (
-        BackendUnavailable,
-        ConfigurationError,
-        InvalidRecord,
-        NotFound,
-        ObjectStoreUnavailable,
-        QuerySyntaxError,
-        StoreUnavailable,
-        SyncIncomplete,
-        WarehouseError,
+        BackendUnavailable as BackendUnavailable,
+        ConfigurationError as ConfigurationError,
+        InvalidRecord as InvalidRecord,
+        NotFound as NotFound,
+        ObjectStoreUnavailable as ObjectStoreUnavailable,
+        QuerySyntaxError as QuerySyntaxError,
+        StoreUnavailable as StoreUnavailable,
+        SyncIncomplete as SyncIncomplete,
+        WarehouseError as WarehouseError,
     )
-    from warehouse.models import ArtifactRef, Run, RunStatus, SampleResult
-    from warehouse.objects import open_object_store
-    from warehouse.recorder import ActiveRun, Recorder, current_run, log_step, start_run
-    from warehouse.settings import Settings
-    from warehouse.settings import load as load_settings
-    from warehouse.stores import open_store
+    from warehouse.models import (
+        ArtifactRef as ArtifactRef,
+        Run as Run,
+        RunStatus as RunStatus,
+        SampleResult as SampleResult,
+    )
+    from warehouse.objects import (
+        open_object_store as open_object_store,
+    )
+    from warehouse.recorder import (
+        ActiveRun as ActiveRun,
+        Recorder as Recorder,
+        current_run as current_run,
+        log_step as log_step,
+        start_run as start_run,
+    )
+    from warehouse.settings import (
+        Settings as Settings,
+    )
+    from warehouse.settings import (
+        load as load_settings,
+    )
+    from warehouse.stores import (
+        open_store as open_store,
+    )
 
 
 def __getattr__(name: str) -> Any:

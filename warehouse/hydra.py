@@ -81,7 +81,8 @@ class WarehouseCallback(Callback):
 
             overrides, meta = hydra_info(settings.redact_patterns)
             task_cfg = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
-            experiment = self.experiment or meta.get("job_name") or "default"
+            experiment = _job_value(config, "experiment") or self.experiment
+            experiment = experiment or meta.get("job_name") or "default"
             self._run = Recorder(settings).start_run(
                 experiment,
                 task_cfg,
@@ -131,6 +132,22 @@ class WarehouseCallback(Callback):
         if strict:
             raise SystemExit(f"{message} (strict mode)") from exc
         log.warning("%s — the experiment goes on; set strict: true to fail instead", message)
+
+
+def _job_value(config: DictConfig, key: str) -> Any:
+    """A callback parameter resolved against this job's config (``digits-${model.name}``).
+
+    Hydra builds callbacks once per multirun from the base config, so interpolations in their
+    parameters would otherwise be frozen at the first job's values.
+    """
+    callbacks = OmegaConf.select(config, "hydra.callbacks", default=None) or {}
+    for entry in callbacks.values():
+        if str(entry.get("_target_", "")).endswith("warehouse.hydra.WarehouseCallback"):
+            try:
+                return OmegaConf.select(entry, key, default=None)
+            except Exception:  # an unresolvable interpolation: fall back to the constructor value
+                return None
+    return None
 
 
 def split_metrics(value: Any) -> dict[str, dict[str, Any]]:
