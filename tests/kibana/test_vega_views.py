@@ -1,0 +1,514 @@
+"""Each Kibana view, run as Kibana runs it: its Elasticsearch query (Kibana's placeholders
+expanded) against the test server on demo-like runs recorded through the recorder, the answer
+fed to the spec's data path, rendered to PNG — and the values it plots equal the answers of
+``warehouse query over-time|leaderboard|decomposition``."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import vl_convert
+from PIL import Image
+
+import warehouse
+from tests.servers import wipe_prefix
+from warehouse.errors import ConfigurationError
+from warehouse.query import views
+from warehouse.settings import Settings, load
+from warehouse.stores import open_store
+from warehouse.vega import (
+    STEP_PANELS,
+    VL_VERSION,
+    kibana_request,
+    spec_for_kibana,
+    spec_with_values,
+    step_series_spec,
+)
+
+# experiment, train acc, val acc, test acc — recorded in this order (= ended_at order).
+# Ties on purpose: digits-knn's two 0.97 runs (the earlier wins), and digits-svm reaching the
+# same 0.985 as ... nothing else, so the running best changes several times.
+DEMO_RUNS: tuple[tuple[str, float | None, float | None, float | None], ...] = (
+    ("digits-logreg", 0.97, 0.94, 0.93),
+    ("digits-svm", 0.99, 0.95, 0.96),
+    ("digits-logreg", 0.98, 0.96, 0.95),
+    ("digits-knn", 0.99, 0.97, 0.965),
+    ("digits-knn", 0.985, 0.97, 0.96),
+    ("digits-svm", 1.0, 0.985, 0.98),
+    ("digits-tree", 0.999, 0.85, 0.84),
+    ("digits-logreg", 0.96, 0.93, None),
+    ("digits-svm", 0.995, 0.98, 0.979),
+)
+
+
+def record_demo_runs(settings: Settings, cwd: Path, *, failed_run: bool = True) -> list[str]:
+    """Record DEMO_RUNS (with a loss per split too), then a failed run without metrics."""
+    ids = []
+    for number, (experiment, *accs) in enumerate(DEMO_RUNS):
+        config = {"model": experiment.split("-", 1)[1], "seed": number}
+        with warehouse.start_run(experiment, config, settings=settings, cwd=cwd) as run:
+            for split, acc in zip(("train", "val", "test"), accs, strict=True):
+                if acc is not None:
+                    run.log_metrics(split, {"acc": acc, "loss": round(1.5 * (1 - acc) + 0.01, 6)})
+            ids.append(run.run_id)
+    if not failed_run:
+        return ids
+    with (
+        pytest.raises(RuntimeError),
+        warehouse.start_run("digits-tree", {"seed": 99}, settings=settings, cwd=cwd),
+    ):
+        raise RuntimeError("diverged before any metric")
+    return ids
+
+
+SEP = "|~|"
+
+
+def plotted(
+    spec: dict[str, Any], fields: Sequence[str], vl_version: str = VL_VERSION
+) -> list[dict[str, str]]:
+    """The rows a spec's transforms produce (what its marks draw), as strings, in order.
+
+    The spec's data, params and transforms are compiled and run by vl-convert's Vega; a text
+    mark then writes each row's fields with JavaScript's number formatting (shortest
+    round-trip, like Python's ``repr``), read back from the scenegraph.
+    """
+    cells = [
+        f"(isValid(datum[{json.dumps(f)}]) ? '' + datum[{json.dumps(f)}] : 'null')" for f in fields
+    ]
+    probe: dict[str, Any] = {
+        k: spec[k] for k in ("$schema", "data", "params", "transform") if k in spec
+    }
+    probe["transform"] = [
+        *spec.get("transform", []),
+        {"calculate": f" + '{SEP}' + ".join(cells), "as": "__row"},
+    ]
+    probe["mark"] = "text"
+    probe["encoding"] = {"text": {"field": "__row", "type": "nominal"}}
+    graph = vl_convert.vegalite_to_scenegraph(probe, vl_version=vl_version)["scenegraph"]
+    rows: list[dict[str, str]] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        if node.get("marktype") == "text" and node.get("role") == "mark":
+            rows.extend(dict(zip(fields, i["text"].split(SEP), strict=True)) for i in node["items"])
+            return
+        for item in node.get("items", []):
+            walk(item)
+
+    walk(graph)
+    return rows
+
+
+def as_float(text: str) -> float | None:
+    return None if text == "null" else float(text)
+
+
+def colored_pixels(png: bytes) -> int:
+    """Pixels with a clear hue (marks), as opposed to white, grey axes and black text."""
+    data = Image.open(io.BytesIO(png)).convert("RGB").tobytes()
+    pixels = zip(data[0::3], data[1::3], data[2::3], strict=True)
+    return sum(1 for r, g, b in pixels if max(r, g, b) - min(r, g, b) > 60)
+
+
+# --- fixtures: demo-like runs in the test Elasticsearch --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def es_settings(es_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    """Settings recording into Elasticsearch under a prefix of its own, with the demo runs."""
+    from warehouse.stores.elastic import init_elasticsearch
+
+    home = tmp_path_factory.mktemp("vega-views")
+    settings = load(
+        cli={
+            "home": home / "warehouse",
+            "store": "elasticsearch",
+            "es_url": es_url,
+            "index_prefix": f"kv{uuid.uuid4().hex[:10]}",
+            "console": False,
+            "system_interval_s": 0,
+            "capture_git_diff": False,
+        }
+    )
+    init_elasticsearch(settings)
+    record_demo_runs(settings, cwd=home)
+    yield settings
+    wipe_prefix(es_url, settings.index_prefix)
+
+
+@pytest.fixture(scope="module")
+def es_client(es_url: str) -> Iterator[Any]:
+    from elasticsearch import Elasticsearch
+
+    client = Elasticsearch(es_url)
+    yield client
+    client.close()
+
+
+def run_in_es(
+    client: Any,
+    spec: dict[str, Any],
+    context: dict[str, Any] | None = None,
+    span: timedelta = timedelta(days=1),
+) -> dict[str, Any]:
+    """The spec with its ``data.url`` answered as Kibana would, over the last ``span``."""
+    now = datetime.now(UTC)
+    index, body = kibana_request(
+        spec["data"]["url"], now - span, now + timedelta(minutes=5), context
+    )
+    response = client.search(index=index, body=body).body
+    return {**spec, "data": {"values": response, "format": spec["data"]["format"]}}
+
+
+def render_png(spec: dict[str, Any]) -> bytes:
+    png: bytes = vl_convert.vegalite_to_png(spec, vl_version=VL_VERSION, allowed_base_urls=[])
+    assert png.startswith(b"\x89PNG")
+    return png
+
+
+# --- Kibana's placeholders -------------------------------------------------------------------
+
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_context_and_timefield_become_a_bool_query_with_the_time_range() -> None:
+    url = {"index": "w-runs", "%context%": True, "%timefield%": "ended_at", "body": {"size": 5}}
+    index, body = kibana_request(url, T0, T0 + timedelta(days=7))
+    assert index == "w-runs"
+    assert body["size"] == 5
+    bool_query = body["query"]["bool"]
+    assert bool_query["filter"] == [{"match_all": {}}]
+    assert bool_query["must"] == [
+        {
+            "range": {
+                "ended_at": {
+                    "gte": "2026-01-01T00:00:00.000Z",
+                    "lte": "2026-01-08T00:00:00.000Z",
+                    "format": "strict_date_optional_time",
+                }
+            }
+        }
+    ]
+    assert "%context%" in url  # the caller's spec is left alone
+
+
+def test_dashboard_filters_are_kept_and_the_time_range_added() -> None:
+    context = {"bool": {"must": [{"query_string": {"query": "experiment:x"}}], "filter": []}}
+    _, body = kibana_request(
+        {"index": "i", "%context%": True, "%timefield%": "t"}, T0, T0 + timedelta(hours=1), context
+    )
+    must = body["query"]["bool"]["must"]
+    assert must[0] == {"query_string": {"query": "experiment:x"}}
+    assert "range" in must[1]
+    assert context["bool"]["must"] == [{"query_string": {"query": "experiment:x"}}]
+
+
+@pytest.mark.parametrize(
+    ("span", "expected"),
+    [
+        pytest.param(timedelta(hours=1), {"calendar_interval": "1m"}, id="1h-range-1m"),
+        pytest.param(timedelta(hours=6), {"fixed_interval": "5m"}, id="6h-range-5m"),
+        pytest.param(timedelta(days=30), {"fixed_interval": "12h"}, id="30d-range-12h"),
+        pytest.param(timedelta(days=365), {"calendar_interval": "1w"}, id="1y-range-1w"),
+    ],
+)
+def test_autointerval_becomes_the_interval_kibana_would_send(
+    span: timedelta, expected: dict[str, str]
+) -> None:
+    url = {
+        "index": "i",
+        "body": {
+            "aggs": {
+                "h": {
+                    "date_histogram": {"field": "@timestamp", "interval": {"%autointerval%": True}}
+                }
+            }
+        },
+    }
+    _, body = kibana_request(url, T0, T0 + span)
+    histogram = body["aggs"]["h"]["date_histogram"]
+    assert "interval" not in histogram
+    assert {k: v for k, v in histogram.items() if k.endswith("_interval")} == expected
+
+
+def test_a_body_query_next_to_context_is_refused_as_kibana_does() -> None:
+    url = {"index": "i", "%context%": True, "body": {"query": {"match_all": {}}}}
+    with pytest.raises(ConfigurationError, match=r"no body\.query"):
+        kibana_request(url, T0, T0 + timedelta(days=1))
+
+
+# --- the three views against Elasticsearch ---------------------------------------------------
+
+
+def test_best_over_time_plots_the_running_best_of_query_over_time(
+    es_settings: Settings, es_client: Any
+) -> None:
+    spec = run_in_es(es_client, spec_for_kibana("best_over_time", es_settings.index_prefix))
+    assert colored_pixels(render_png(spec)) > 100
+    rows = plotted(spec, ["ended_ms", "run_id", "score", "best", "best_run_id"])
+    rows.sort(key=lambda r: (float(r["ended_ms"]), r["run_id"]))  # the x axis orders by time
+    with open_store(es_settings) as store:
+        expected = views.over_time(store, "val.acc")
+    assert len(expected) == len(DEMO_RUNS)
+    assert [
+        (r["run_id"], as_float(r["score"]), as_float(r["best"]), r["best_run_id"]) for r in rows
+    ] == [(p["run_id"], p["score"], p["best_so_far"], p["best_run_id"]) for p in expected]
+    assert len({p["best_so_far"] for p in expected}) >= 4  # the line really steps up
+
+
+def test_experiments_ranked_plots_the_leaderboard(es_settings: Settings, es_client: Any) -> None:
+    spec = run_in_es(es_client, spec_for_kibana("experiments_ranked", es_settings.index_prefix))
+    assert colored_pixels(render_png(spec)) > 100
+    rows = plotted(spec, ["rank", "experiment", "score", "run_id", "run_count"])
+    rows.sort(key=lambda r: int(r["rank"]))  # the y axis sorts bars by rank
+    with open_store(es_settings) as store:
+        board = views.leaderboard(store, "val.acc")
+    assert [
+        (int(r["rank"]), r["experiment"], as_float(r["score"]), r["run_id"], int(r["run_count"]))
+        for r in rows
+    ] == [
+        (b["rank"], b["experiment"], b["best_score"], b["best_run_id"], b["run_count"])
+        for b in board
+    ]
+    assert [b["experiment"] for b in board][:2] == ["digits-svm", "digits-knn"]
+
+
+def test_bias_variance_plots_the_decomposition_of_each_best_run(
+    es_settings: Settings, es_client: Any
+) -> None:
+    spec = run_in_es(es_client, spec_for_kibana("bias_variance", es_settings.index_prefix))
+    assert colored_pixels(render_png(spec)) > 100
+    rows = plotted(spec, ["rank", "experiment", "run_id", "component", "error"])
+    with open_store(es_settings) as store:
+        parts = views.decomposition(store, "val.acc")
+    expected = [
+        (p["experiment"], p["run_id"], label, p[key])
+        for p in parts
+        for key, label in (
+            ("avoidable_bias", "avoidable bias"),
+            ("variance", "variance"),
+            ("dev_overfit", "dev overfit"),
+        )
+        if p[key] is not None
+    ]
+    got = [(r["experiment"], r["run_id"], r["component"], as_float(r["error"])) for r in rows]
+    assert sorted(got, key=lambda g: (g[0], g[2])) == sorted(expected, key=lambda e: (e[0], e[2]))
+    ranks = {r["experiment"]: int(r["rank"]) for r in rows}  # the y axis sorts bars by rank
+    assert sorted(ranks, key=ranks.__getitem__) == [p["experiment"] for p in parts]
+
+
+def test_views_rank_a_lower_is_better_metric_the_other_way(
+    es_settings: Settings, es_client: Any
+) -> None:
+    spec = run_in_es(
+        es_client, spec_for_kibana("experiments_ranked", es_settings.index_prefix, "val.loss")
+    )
+    rows = plotted(spec, ["rank", "experiment", "score", "run_id"])
+    rows.sort(key=lambda r: int(r["rank"]))
+    with open_store(es_settings) as store:
+        board = views.leaderboard(store, "val.loss")
+    assert [(r["experiment"], as_float(r["score"]), r["run_id"]) for r in rows] == [
+        (b["experiment"], b["best_score"], b["best_run_id"]) for b in board
+    ]
+    assert board[0]["best_score"] < board[-1]["best_score"]
+
+
+def test_dashboard_query_narrows_the_views_like_a_query_filter(
+    es_settings: Settings, es_client: Any
+) -> None:
+    lucene = 'experiment:"digits-knn" OR experiment:"digits-logreg"'
+    context = {
+        "bool": {
+            "must": [{"query_string": {"query": lucene}}],
+            "filter": [],
+            "should": [],
+            "must_not": [],
+        }
+    }
+    spec = run_in_es(
+        es_client, spec_for_kibana("experiments_ranked", es_settings.index_prefix), context
+    )
+    rows = plotted(spec, ["rank", "experiment", "score", "run_id", "run_count"])
+    rows.sort(key=lambda r: int(r["rank"]))
+    with open_store(es_settings) as store:
+        board = views.leaderboard(store, "val.acc", filter=lucene)
+    assert [
+        (r["experiment"], as_float(r["score"]), r["run_id"], int(r["run_count"])) for r in rows
+    ] == [(b["experiment"], b["best_score"], b["best_run_id"], b["run_count"]) for b in board]
+    assert {b["experiment"] for b in board} == {"digits-knn", "digits-logreg"}
+
+
+def test_report_spec_with_store_rows_plots_the_same_as_kibanas(
+    es_settings: Settings, es_client: Any
+) -> None:
+    kibana_spec = run_in_es(
+        es_client, spec_for_kibana("experiments_ranked", es_settings.index_prefix)
+    )
+    with open_store(es_settings) as store:
+        docs = views.runs(store, limit=None, fields=("run_id", "experiment", "ended_at", "metrics"))
+    report_spec = spec_with_values("experiments_ranked", docs)
+    fields = ["rank", "experiment", "score", "run_id", "run_count"]
+    from_store = sorted(plotted(report_spec, fields), key=lambda r: int(r["rank"]))
+    from_kibana = sorted(plotted(kibana_spec, fields), key=lambda r: int(r["rank"]))
+    assert from_store == from_kibana
+    assert len(from_store) == 4
+
+
+# --- the live-training views over the steps data stream ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def steps_written(es_settings: Settings) -> list[dict[str, Any]]:
+    """Two runs' steps, a few per minute over the last 20 minutes, with system figures."""
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=20)
+    docs: list[dict[str, Any]] = []
+    with open_store(es_settings) as store:
+        for number, run_id in enumerate(("run-live-a", "run-live-b")):
+            steps = []
+            for seq in range(60):
+                steps.append(
+                    {
+                        "@timestamp": (start + timedelta(seconds=20 * seq + number)).isoformat(),
+                        "run_id": run_id,
+                        "experiment": "live",
+                        "seq": seq,
+                        "step": seq * 10,
+                        "epoch": seq // 20,
+                        "duration_s": 0.05 + 0.01 * number + 0.0001 * seq,
+                        "metrics": {"loss": 2.0 / (seq + 1) + number, "lr": 1e-3 * 0.99**seq},
+                        "system": {
+                            "gpu_util_pct": 60.0 + number * 20 + seq % 7,
+                            "gpu_mem_used_bytes": 8_000_000_000 + seq * 1_000_000,
+                            "gpu_power_w": 200.0 + seq,
+                            "gpu_temperature_c": 60.0 + seq % 5,
+                        },
+                    }
+                )
+            store.write_steps(run_id, "live", steps)
+            docs += steps
+    return docs
+
+
+@pytest.mark.parametrize("panel", STEP_PANELS, ids=[p.slug for p in STEP_PANELS])
+def test_live_panel_query_runs_and_renders(
+    panel: Any, es_settings: Settings, es_client: Any, steps_written: list[dict[str, Any]]
+) -> None:
+    spec = run_in_es(es_client, step_series_spec(panel, es_settings.index_prefix))
+    rows = plotted(spec, ["run_id", "time", "value"])
+    has_field = any(_get(d, panel.field) is not None for d in steps_written)
+    if has_field:
+        assert {r["run_id"] for r in rows} >= {"run-live-a", "run-live-b"}
+        assert colored_pixels(render_png(spec)) > 50
+    else:  # tokens/s is not logged here: an empty chart, not an error
+        assert rows == []
+        render_png(spec)
+
+
+def test_live_loss_points_are_the_per_minute_means_of_the_steps(
+    es_settings: Settings, es_client: Any, steps_written: list[dict[str, Any]]
+) -> None:
+    panel = next(p for p in STEP_PANELS if p.field == "metrics.loss")
+    # the last hour in the time picker: Kibana's ~50 buckets round to 1-minute buckets
+    spec = run_in_es(
+        es_client, step_series_spec(panel, es_settings.index_prefix), span=timedelta(hours=1)
+    )
+    got = {
+        (r["run_id"], int(float(r["time"]))): float(r["value"])
+        for r in plotted(spec, ["run_id", "time", "value"])
+    }
+    buckets: dict[tuple[str, int], list[float]] = {}
+    for doc in steps_written:
+        moment = datetime.fromisoformat(doc["@timestamp"])
+        key = int(moment.timestamp()) // 60 * 60 * 1000
+        buckets.setdefault((doc["run_id"], key), []).append(doc["metrics"]["loss"])
+    expected = {k: sum(v) / len(v) for k, v in buckets.items()}
+    assert got.keys() == expected.keys()
+    for bucket, value in expected.items():
+        assert got[bucket] == pytest.approx(value, rel=1e-12)
+
+
+def _get(doc: dict[str, Any], path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(part)  # type: ignore[assignment]
+    return doc
+
+
+# --- the same views on the local store (the report's path) -----------------------------------
+
+
+def test_views_over_local_store_documents_equal_the_query_answers(
+    home: Path, tmp_path: Path
+) -> None:
+    settings = load(cli={"capture_git_diff": False, "system_interval_s": 0})
+    record_demo_runs(settings, cwd=tmp_path)
+    with open_store(settings) as store:
+        docs = views.runs(store, limit=None, fields=("run_id", "experiment", "ended_at", "metrics"))
+        over_time = views.over_time(store, "val.acc")
+        board = views.leaderboard(store, "val.acc")
+        parts = views.decomposition(store, "val.acc")
+
+    best = plotted(
+        spec_with_values("best_over_time", docs), ["ended_ms", "run_id", "best", "best_run_id"]
+    )
+    best.sort(key=lambda r: (float(r["ended_ms"]), r["run_id"]))  # the x axis orders by time
+    assert [(r["run_id"], as_float(r["best"]), r["best_run_id"]) for r in best] == [
+        (p["run_id"], p["best_so_far"], p["best_run_id"]) for p in over_time
+    ]
+    ranked = plotted(
+        spec_with_values("experiments_ranked", docs),
+        ["rank", "experiment", "score", "run_id", "run_count"],
+    )
+    ranked.sort(key=lambda r: int(r["rank"]))
+    assert [
+        (r["experiment"], as_float(r["score"]), r["run_id"], int(r["run_count"])) for r in ranked
+    ] == [(b["experiment"], b["best_score"], b["best_run_id"], b["run_count"]) for b in board]
+    stacked = plotted(spec_with_values("bias_variance", docs), ["run_id", "component", "error"])
+    by_run = {(r["run_id"], r["component"]): as_float(r["error"]) for r in stacked}
+    for p in parts:
+        assert by_run[(p["run_id"], "variance")] == p["variance"]
+        assert by_run[(p["run_id"], "avoidable bias")] == p["avoidable_bias"]
+        assert by_run.get((p["run_id"], "dev overfit")) == p["dev_overfit"]
+
+
+SYNTHETIC_RUNS = [
+    {
+        "run_id": f"r{n:02d}",
+        "experiment": f"exp-{n % 3}",
+        "ended_at": (T0 + timedelta(hours=n)).isoformat(),
+        "metrics": {
+            "train": {"acc": 0.9 + n / 200},
+            "val": {"acc": 0.85 + (n * 7 % 10) / 100},
+            "test": {"acc": 0.84 + (n * 3 % 10) / 100},
+        },
+    }
+    for n in range(12)
+]
+
+
+@pytest.mark.parametrize("vl_version", ["5.21", "6.4"], ids=["kibana-8.x", "kibana-9.4+"])
+def test_specs_draw_the_same_on_the_vega_lite_versions_kibana_ships(vl_version: str) -> None:
+    for view, fields in (
+        ("best_over_time", ["run_id", "best", "best_run_id"]),
+        ("experiments_ranked", ["rank", "experiment", "score", "run_id"]),
+        ("bias_variance", ["run_id", "component", "error"]),
+    ):
+        spec = spec_with_values(view, SYNTHETIC_RUNS)
+        assert vl_convert.vegalite_to_svg(spec, vl_version=vl_version).startswith("<svg")
+        assert plotted(spec, fields, vl_version) == plotted(spec, fields, "5.21")
+    for panel in STEP_PANELS:
+        spec = step_series_spec(panel)
+        spec["data"] = {
+            "values": {"aggregations": {"runs": {"buckets": []}}},
+            "format": spec["data"]["format"],
+        }
+        assert vl_convert.vegalite_to_svg(spec, vl_version=vl_version).startswith("<svg")
