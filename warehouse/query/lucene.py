@@ -1,0 +1,536 @@
+"""Lucene filters (as typed in Kibana's search bar): parsing, a neutral AST, and type checks.
+
+Every store accepts the same filter text. :func:`parse` turns it into a small tree of frozen
+dataclasses that any engine can translate; :func:`fields` lists the fields it names;
+:func:`validate` checks it against a store's columns and their kinds; :func:`to_mask`
+evaluates it over a pyarrow table (the local store's engine). The Elasticsearch store
+translates the same tree to its query DSL.
+
+What the syntax means here:
+
+* ``field:value`` — exact match (keyword semantics, case-sensitive); ``field:"two words"``
+  the same with spaces; ``field:ab*c?`` wildcards on text fields (``*`` any run of characters,
+  ``?`` one character, ``\\`` escapes the next character).
+* ``field:>=0.9``, ``field:<5``, ``field:[a TO b]``, ``field:{a TO b}``, ``field:[0.9 TO *]``
+  — ranges; numbers on numeric fields, ISO-8601 dates on date fields, alphabetical on text.
+* ``_exists_:field`` or ``field:*`` — the field has a value.
+* ``AND``, ``OR``, ``NOT``, ``+must``, ``-must_not``, parentheses, ``field:(a OR b)``.
+  Terms side by side without an operator combine as Lucene does (``OR``, unless ``+``/``-``
+  prefixes are used: then ``+`` terms are required and ``-`` terms excluded).
+* A bare term without a field (``resnet``) searches the default fields: ``experiment``,
+  ``run_id`` and ``tags`` for runs (:data:`DEFAULT_FIELDS`); stores pass their own.
+* A list field (``tags``) matches when any element matches. A run without the field never
+  matches a term or range on it, so ``NOT field:x`` includes runs that lack the field (as
+  in Elasticsearch).
+
+Field kinds (the ``columns`` mappings): :data:`NUMBER`, :data:`BOOLEAN`, :data:`TEXT`,
+:data:`DATE`, :data:`TEXT_LIST`, and :data:`EMPTY` for a field that exists but holds no value.
+Boosts (``^2``) are ignored; fuzzy (``~``), proximity and regex queries are refused.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+import re
+import threading
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from warehouse.errors import QuerySyntaxError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
+NUMBER = "number"
+BOOLEAN = "boolean"
+TEXT = "text"
+DATE = "date"
+TEXT_LIST = "text[]"
+EMPTY = "empty"  # a field that exists but holds no value anywhere
+DEFAULT_FIELDS = ("experiment", "run_id", "tags")
+"""Fields a bare term (no ``field:``) searches in run filters."""
+
+_PARSER_LOCK = threading.Lock()
+_EXAMPLE = "e.g. experiment:svm AND metrics.val.acc:>=0.9 AND NOT tags:debug"
+
+
+@dataclass(frozen=True)
+class And:
+    """Every item matches; ``And(())`` matches everything."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Or:
+    """At least one item matches."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Not:
+    """The item does not match (documents without the field included)."""
+
+    item: Node
+
+
+@dataclass(frozen=True)
+class Term:
+    """``field:value``; ``field`` None = the default fields. With ``wildcard`` the value is
+    a pattern: ``*`` and ``?`` are wildcards and ``\\`` escapes the next character;
+    otherwise it is the literal value, unescaped."""
+
+    field: str | None
+    value: str
+    wildcard: bool = False
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """``field:"a phrase"``: the exact value (quotes removed, escapes resolved)."""
+
+    field: str | None
+    value: str
+
+
+@dataclass(frozen=True)
+class Range:
+    """``field:[low TO high]``; a None bound is open (``*``); values as typed (strings)."""
+
+    field: str
+    low: str | None
+    high: str | None
+    include_low: bool = True
+    include_high: bool = True
+
+
+@dataclass(frozen=True)
+class Exists:
+    """``_exists_:field`` or ``field:*``: the field has a (non-empty) value."""
+
+    field: str
+
+
+Node = And | Or | Not | Term | Phrase | Range | Exists
+MATCH_ALL: Node = And(())
+
+
+def parse(text: str | None) -> Node:
+    """The filter as a tree; blank text matches everything. Raises QuerySyntaxError."""
+    if text is None or not text.strip():
+        return MATCH_ALL
+    return _parse_cached(text.strip())
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_cached(text: str) -> Node:
+    from luqum.exceptions import ParseError
+    from luqum.parser import parser
+
+    try:
+        with _PARSER_LOCK:  # ply's parser keeps its stacks on the shared parser object
+            tree = parser.parse(text)
+    except ParseError as exc:
+        detail = str(exc)
+        found = re.search(r"position (\d+)", detail)
+        position = int(found.group(1)) if found else len(text)
+        reason = detail.split(":", 1)[-1].strip().rstrip("!")
+        reason = re.sub(r"\s+", " ", re.sub(r"\s*at (position \d+|the end)", "", reason))
+        raise QuerySyntaxError(
+            f"cannot parse filter {text!r} at position {position} ({reason}); check quotes, "
+            f"parentheses and operators, {_EXAMPLE}",
+            query=text,
+            position=position,
+        ) from None
+    return _convert(tree, None, text)
+
+
+def _convert(node: Any, field: str | None, text: str) -> Node:
+    from luqum import tree as t
+
+    def sub(child: Any, fld: str | None = field) -> Node:
+        return _convert(child, fld, text)
+
+    if isinstance(node, t.SearchField):
+        if field is not None:
+            raise _bad(text, node, f"field {node.name!r} inside field {field!r}")
+        if node.name == "_exists_":
+            if not isinstance(node.expr, t.Word):
+                raise _bad(text, node, "_exists_ takes one field name")
+            return Exists(_unescape(node.expr.value))
+        return sub(node.expr, node.name)
+    if isinstance(node, t.Word):
+        raw = node.value
+        if raw == "*":
+            return Exists(field) if field else MATCH_ALL
+        if re.search(r"(?<!\\)(?:\\\\)*[*?]", raw):
+            return Term(field, raw, wildcard=True)
+        return Term(field, _unescape(raw))
+    if isinstance(node, t.Phrase):
+        return Phrase(field, _unescape(node.value[1:-1]))
+    if isinstance(node, t.Range | t.From | t.To):
+        if field is None:
+            raise _bad(text, node, "a range needs a field, e.g. metrics.val.acc:[0.9 TO 1]")
+        if isinstance(node, t.Range):
+            low, high = _bound(node.low), _bound(node.high)
+            return Range(field, low, high, node.include_low, node.include_high)
+        if isinstance(node, t.From):
+            return Range(field, _bound(node.a), None, node.include, False)
+        return Range(field, None, _bound(node.a), False, node.include)
+    if isinstance(node, t.AndOperation):
+        return _flat(And, [sub(c) for c in node.children])
+    if isinstance(node, t.OrOperation):
+        return _flat(Or, [sub(c) for c in node.children])
+    if isinstance(node, t.UnknownOperation):
+        return _clauses(node.children, sub)
+    if isinstance(node, t.Not | t.Prohibit):
+        return Not(sub(node.a))
+    if isinstance(node, t.Plus | t.Group | t.FieldGroup):
+        return sub(node.expr if hasattr(node, "expr") else node.a)
+    if isinstance(node, t.Boost):
+        return sub(node.expr)
+    kind = type(node).__name__.lower()
+    raise _bad(text, node, f"{kind} queries are not supported; use wildcards or ranges")
+
+
+def _clauses(children: Any, sub: Any) -> Node:
+    """Terms without operators, as Lucene's boolean query: +required, -excluded, else OR."""
+    from luqum import tree as t
+
+    must = [sub(c.a) for c in children if isinstance(c, t.Plus)]
+    must_not = [Not(sub(c.a)) for c in children if isinstance(c, t.Prohibit)]
+    should = [sub(c) for c in children if not isinstance(c, t.Plus | t.Prohibit)]
+    if not must and not must_not:
+        return _flat(Or, should)
+    parts: list[Node] = [*must, *must_not]
+    if should and not must:
+        parts.append(_flat(Or, should))
+    return _flat(And, parts)
+
+
+def _flat(cls: type[And] | type[Or], items: list[Node]) -> Node:
+    out: list[Node] = []
+    for item in items:
+        out.extend(item.items if isinstance(item, cls) else (item,))
+    return out[0] if len(out) == 1 else cls(tuple(out))
+
+
+def _bound(node: Any) -> str | None:
+    value: str = node.value
+    if value == "*":
+        return None
+    if value.startswith('"') and value.endswith('"') and len(value) >= 2:
+        value = value[1:-1]
+    return _unescape(value)
+
+
+def _unescape(value: str) -> str:
+    return re.sub(r"\\(.)", r"\1", value)
+
+
+def _bad(text: str, node: Any, reason: str) -> QuerySyntaxError:
+    position = getattr(node, "pos", None) or 0
+    return QuerySyntaxError(
+        f"cannot use filter {text!r} at position {position}: {reason}; {_EXAMPLE}",
+        query=text,
+        position=position,
+    )
+
+
+def fields(node: Node) -> set[str]:
+    """The field names the filter uses (bare terms add none: they use the default fields)."""
+    if isinstance(node, And | Or):
+        return set().union(*(fields(i) for i in node.items)) if node.items else set()
+    if isinstance(node, Not):
+        return fields(node.item)
+    return {node.field} if node.field is not None else set()
+
+
+def unknown_field(name: str, known: Collection[str], what: str = "field") -> QuerySyntaxError:
+    """The error for a field no record has, naming the closest known fields."""
+    close = difflib.get_close_matches(name, list(known), n=5, cutoff=0.5)
+    hint = f"closest known fields: {', '.join(close)}" if close else "no similar field exists"
+    return QuerySyntaxError(
+        f"unknown {what} {name!r} ({hint}); list fields with 'warehouse query runs --format json'",
+        field=name,
+        suggestions=close,
+    )
+
+
+def validate(
+    node: Node, columns: Mapping[str, str], default_fields: Collection[str] = DEFAULT_FIELDS
+) -> None:
+    """Check every field exists in ``columns`` (name -> kind) and every value fits its kind."""
+    if isinstance(node, And | Or):
+        for item in node.items:
+            validate(item, columns, default_fields)
+    elif isinstance(node, Not):
+        validate(node.item, columns, default_fields)
+    elif node.field is None:
+        _defaults(columns, default_fields)
+    elif node.field not in columns:
+        raise unknown_field(node.field, [c for c in columns if not c.startswith("_")])
+    elif isinstance(node, Range):
+        kind = columns[node.field]
+        for bound in (node.low, node.high):
+            if bound is not None:
+                _range_value(node.field, kind, bound)
+    elif isinstance(node, Term | Phrase):
+        kind = columns[node.field]
+        if isinstance(node, Term) and node.wildcard and kind not in (TEXT, TEXT_LIST, EMPTY):
+            raise QuerySyntaxError(
+                f"field {node.field} is {_noun(kind)}; wildcards (* ?) work on text fields only"
+                f" — use a range instead, e.g. {node.field}:[0.9 TO *]",
+                field=node.field,
+            )
+        if not (isinstance(node, Term) and node.wildcard):
+            _value(node.field, kind, node.value)
+
+
+def _defaults(columns: Mapping[str, str], default_fields: Collection[str]) -> list[str]:
+    present = [f for f in default_fields if columns.get(f) in (TEXT, TEXT_LIST, EMPTY)]
+    if not present:
+        raise QuerySyntaxError(
+            "a term without a field needs default fields that this data lacks; write "
+            f"field:value (fields: {', '.join(sorted(c for c in columns if c[:1] != '_'))})"
+        )
+    return present
+
+
+def _noun(kind: str) -> str:
+    return {NUMBER: "numeric", BOOLEAN: "boolean", DATE: "a date", TEXT_LIST: "a list"}.get(
+        kind, "text"
+    )
+
+
+def _value(field: str, kind: str, value: str) -> Any:
+    """``value`` converted to the Python value a column of ``kind`` compares with."""
+    if kind == NUMBER:
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if math.isnan(number):
+            raise QuerySyntaxError(
+                f"field {field} is numeric; {value!r} is not a number (write e.g. "
+                f"{field}:0.9 or {field}:>=0.9)",
+                field=field,
+            )
+        return number
+    if kind == BOOLEAN:
+        if value.lower() not in ("true", "false"):
+            raise QuerySyntaxError(
+                f"field {field} is boolean; {value!r} is neither true nor false", field=field
+            )
+        return value.lower() == "true"
+    if kind == DATE:
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise QuerySyntaxError(
+                f"field {field} is a date; {value!r} is not ISO-8601 (write e.g. "
+                f'{field}:>=2024-05-01 or {field}:>="2024-05-01T12:00:00")',
+                field=field,
+            ) from None
+        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return value
+
+
+def _range_value(field: str, kind: str, value: str) -> Any:
+    if kind == BOOLEAN:
+        raise QuerySyntaxError(f"field {field} is boolean; ranges need numbers, dates or text")
+    if kind in (TEXT, TEXT_LIST) and _is_number(value):
+        raise QuerySyntaxError(
+            f"field {field} is text; a range over the number {value} needs a numeric field "
+            "(text ranges compare alphabetically, e.g. run_id:[a TO f])",
+            field=field,
+        )
+    return _value(field, kind, value)
+
+
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+def arrow_kinds(schema: pa.Schema) -> dict[str, str]:
+    """The kind of every column of an Arrow schema (names starting with ``_`` left out)."""
+    import pyarrow as pa
+
+    kinds: dict[str, str] = {}
+    for f in schema:
+        typ = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
+        if f.name.startswith("_"):
+            continue
+        if pa.types.is_boolean(typ):
+            kinds[f.name] = BOOLEAN
+        elif pa.types.is_integer(typ) or pa.types.is_floating(typ):
+            kinds[f.name] = NUMBER
+        elif pa.types.is_timestamp(typ) or pa.types.is_date(typ):
+            kinds[f.name] = DATE
+        elif pa.types.is_list(typ) or pa.types.is_large_list(typ):
+            kinds[f.name] = TEXT_LIST
+        elif pa.types.is_null(typ):
+            kinds[f.name] = EMPTY
+        else:
+            kinds[f.name] = TEXT
+    return kinds
+
+
+def to_mask(
+    node: Node, table: pa.Table, default_fields: Collection[str] = DEFAULT_FIELDS
+) -> np.ndarray:
+    """A boolean numpy array: which rows of ``table`` match (validated first)."""
+    columns = arrow_kinds(table.schema)
+    validate(node, columns, default_fields)
+    return _ArrowEval(table, columns, default_fields).mask(node)
+
+
+class _ArrowEval:
+    """Evaluates a validated tree column by column with pyarrow.compute."""
+
+    def __init__(self, table: pa.Table, columns: dict[str, str], defaults: Collection[str]):
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        self.np, self.pa, self.pc = np, pa, pc
+        self.table, self.columns, self.defaults = table, columns, defaults
+        self.n = table.num_rows
+
+    def mask(self, node: Node) -> np.ndarray:
+        numpy = self.np
+        out: np.ndarray
+        if isinstance(node, And):
+            out = numpy.ones(self.n, dtype=bool)
+            for item in node.items:
+                out &= self.mask(item)
+            return out
+        if isinstance(node, Or):
+            out = numpy.zeros(self.n, dtype=bool)
+            for item in node.items:
+                out |= self.mask(item)
+            return out
+        if isinstance(node, Not):
+            return ~self.mask(node.item)
+        if node.field is None:
+            fields_ = _defaults(self.columns, self.defaults)
+            return self.mask(Or(tuple(_with_field(node, f) for f in fields_)))
+        kind = self.columns[node.field]
+        col = self.table.column(node.field)
+        if kind == EMPTY:
+            out = numpy.zeros(self.n, dtype=bool)
+            return out
+        if self.pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
+        if kind == TEXT_LIST:
+            if isinstance(node, Exists):
+                length = self.pc.list_value_length(col)
+                return self._numpy(self.pc.greater(length, 0))
+            flat, parents = self.pc.list_flatten(col), self.pc.list_parent_indices(col)
+            hit = self._leaf(node, TEXT, flat)
+            out = numpy.zeros(self.n, dtype=bool)
+            out[parents.to_numpy(zero_copy_only=False)[hit]] = True
+            return out
+        return self._leaf(node, kind, col)
+
+    def _leaf(self, node: Node, kind: str, col: Any) -> np.ndarray:
+        pc = self.pc
+        if isinstance(node, Exists):
+            valid = pc.is_valid(col)
+            if kind == NUMBER and self.pa.types.is_floating(col.type):
+                valid = pc.and_(valid, pc.invert(pc.is_nan(col)))
+            return self._numpy(valid)
+        if isinstance(node, Range):
+            hit = None
+            if node.low is not None:
+                cmp = pc.greater_equal if node.include_low else pc.greater
+                hit = cmp(col, self._scalar(node.field, kind, col.type, node.low, ranged=True))
+            if node.high is not None:
+                cmp = pc.less_equal if node.include_high else pc.less
+                high = cmp(col, self._scalar(node.field, kind, col.type, node.high, ranged=True))
+                hit = high if hit is None else pc.and_(hit, high)
+            return self._numpy(pc.is_valid(col) if hit is None else hit)
+        assert isinstance(node, Term | Phrase)
+        if isinstance(node, Term) and node.wildcard:
+            return self._numpy(pc.match_like(col, _like(node.value)))
+        return self._numpy(pc.equal(col, self._scalar(node.field, kind, col.type, node.value)))
+
+    def _scalar(
+        self, field: str | None, kind: str, typ: Any, value: str, ranged: bool = False
+    ) -> Any:
+        assert field is not None
+        converted = (_range_value if ranged else _value)(field, kind, value)
+        if kind == DATE:  # the column's own unit and zone (naive columns hold UTC)
+            if self.pa.types.is_date(typ):
+                return self.pa.scalar(converted.astimezone(UTC).date(), typ)
+            if typ.tz is None:
+                converted = converted.astimezone(UTC).replace(tzinfo=None)
+            return self.pa.scalar(converted, typ)
+        return converted
+
+    def _numpy(self, result: Any) -> np.ndarray:
+        filled = self.pc.fill_null(result, False)
+        out: np.ndarray = self.np.asarray(filled.to_numpy(zero_copy_only=False), dtype=bool)
+        return out
+
+
+def _with_field(node: Node, field: str) -> Node:
+    if isinstance(node, Term):
+        return Term(field, node.value, node.wildcard)
+    if isinstance(node, Phrase):
+        return Phrase(field, node.value)
+    return node
+
+
+def _like(pattern: str) -> str:
+    """A Lucene wildcard pattern as an SQL LIKE pattern (backslash escapes)."""
+    out, escaped = [], False
+    for ch in pattern:
+        if escaped:
+            out.append("\\" + ch if ch in "%_\\" else ch)
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "*":
+            out.append("%")
+        elif ch == "?":
+            out.append("_")
+        else:
+            out.append("\\" + ch if ch in "%_" else ch)
+    return "".join(out)
+
+
+__all__ = [
+    "BOOLEAN",
+    "DATE",
+    "DEFAULT_FIELDS",
+    "EMPTY",
+    "MATCH_ALL",
+    "NUMBER",
+    "TEXT",
+    "TEXT_LIST",
+    "And",
+    "Exists",
+    "Node",
+    "Not",
+    "Or",
+    "Phrase",
+    "Range",
+    "Term",
+    "arrow_kinds",
+    "fields",
+    "parse",
+    "to_mask",
+    "unknown_field",
+    "validate",
+]

@@ -1,0 +1,454 @@
+"""LocalStore: the embedded store — run, sample and step records as files in the warehouse folder.
+
+Layout under ``home`` (nothing is created before the first write)::
+
+    runs/<run_id>.json               the run document: the truth (atomic replace: tmp + fsync)
+    samples/<run_id>/<split>.parquet a split's sample rows (streamed to a tmp file, replaced)
+    steps/<run_id>.jsonl             step documents, appended (one write per batch, flock'd)
+    catalog/                         the compacted query index of runs (``local_catalog.py``)
+
+Any number of processes may write at once: files are replaced atomically, so a reader sees
+the old or the new record, never part of one. A corrupt file is logged (by path) and skipped;
+the other runs stay readable. Queries run in-process on pyarrow/numpy over the cached catalog
+and cached sample files, so a warm query costs a few ``os.stat`` calls plus the work itself.
+File locking uses ``fcntl``: Linux and macOS.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import re
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Self
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from warehouse.errors import (
+    InvalidRecord,
+    NotFound,
+    QuerySyntaxError,
+    StoreUnavailable,
+    WarehouseError,
+)
+from warehouse.query import lucene
+from warehouse.stores.base import (
+    Direction,
+    ExperimentBest,
+    RunQuery,
+    SampleQuery,
+    StepRange,
+)
+from warehouse.stores.local_catalog import DOC, RunCatalog, write_all
+from warehouse.stores.local_samples import (
+    SampleCache,
+    SampleWriter,
+    emit_rows,
+    order_samples,
+    prepare_batch,
+    stream_rows,
+)
+
+log = logging.getLogger(__name__)
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,199}$")
+_SAMPLE_FIELDS = ("sample_id",)  # what a bare term searches in a sample filter
+_DEFAULT_SORT = (("started_at", "desc"),)
+
+
+class LocalStore:
+    """The embedded store in ``home`` (see the module docstring); cheap to construct."""
+
+    def __init__(
+        self, home: Path, *, compact_after: int = 500, sample_cache_bytes: int = 512 << 20
+    ) -> None:
+        self.home = Path(home)
+        self._catalog = RunCatalog(self.home, compact_after)
+        self._samples = SampleCache(sample_cache_bytes)
+
+    # writes -------------------------------------------------------------------------------
+    def write_runs(self, docs: Sequence[dict[str, Any]]) -> None:
+        prepared: dict[str, bytes] = {}  # the last version of a run id in the batch wins
+        for doc in docs:
+            run_id = _check_id(doc.get("run_id"), "run_id")
+            if not isinstance(doc.get("experiment"), str) or not doc["experiment"]:
+                raise InvalidRecord(f"run {run_id} has no experiment name; set 'experiment'")
+            try:
+                data = json.dumps(doc, ensure_ascii=False).encode()
+            except (TypeError, ValueError) as exc:
+                raise InvalidRecord(
+                    f"run {run_id} is not a JSON document ({exc}); pass Run.to_doc()"
+                ) from None
+            prepared.pop(run_id, None)
+            prepared[run_id] = data
+        if not prepared:
+            return
+        runs = self.home / "runs"
+        with self._map_errors(f"write run records to {runs}"):
+            runs.mkdir(parents=True, exist_ok=True)
+            if len(prepared) == 1:
+                ((run_id, data),) = prepared.items()
+                _atomic_write(runs / f"{run_id}.json", data)
+            else:  # fsyncs overlap: several times faster than one after another
+                with ThreadPoolExecutor(max_workers=min(8, len(prepared))) as pool:
+                    jobs = [
+                        pool.submit(_atomic_write, runs / f"{r}.json", d)
+                        for r, d in prepared.items()
+                    ]
+                    for job in jobs:
+                        job.result()
+            self._catalog.record(list(prepared))
+
+    def write_samples(
+        self, run_id: str, experiment: str, split: str, batches: Iterable[pa.RecordBatch]
+    ) -> int:
+        _check_id(run_id, "run_id")
+        _check_id(split, "split")
+        target = self.home / "samples" / run_id / f"{split}.parquet"
+        recorded_at = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        consts = {"run_id": run_id, "experiment": experiment, "split": split}
+        with self._map_errors(f"write samples to {target}"):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            writer = SampleWriter(target.parent)
+            try:
+                for batch in batches:
+                    writer.write(prepare_batch(batch, consts, recorded_at, split))
+                if writer.writer is None:  # no rows: the split is replaced by an empty file
+                    empty = pa.record_batch({"sample_id": pa.array([], pa.string())})
+                    writer.write(prepare_batch(empty, consts, recorded_at, split))
+                return writer.finish(target)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+                raise InvalidRecord(
+                    f"samples of run {run_id} split {split}: columns cannot be stored ({exc}); "
+                    "give each column one type in every batch"
+                ) from None
+            finally:
+                writer.discard()
+
+    def write_steps(self, run_id: str, experiment: str, steps: Sequence[dict[str, Any]]) -> None:
+        _check_id(run_id, "run_id")
+        lines = []
+        for step in steps:
+            seq = step.get("seq")
+            if not isinstance(seq, int) or isinstance(seq, bool):
+                raise InvalidRecord(f"a step of run {run_id} has seq={seq!r}; seq is an integer")
+            doc = {**step, "run_id": run_id, "experiment": experiment}
+            lines.append(json.dumps(doc, ensure_ascii=False, default=str) + "\n")
+        if not lines:
+            return
+        path = self.home / "steps" / f"{run_id}.jsonl"
+        with self._map_errors(f"append steps to {path}"):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                write_all(fd, "".join(lines).encode())
+            finally:
+                os.close(fd)
+
+    def compact(self, rebuild: bool = False) -> None:
+        """Fold recent writes into the catalog now; ``rebuild`` rescans every run file."""
+        with self._map_errors(f"compact the run catalog in {self.home / 'catalog'}"):
+            self._catalog.compact(rebuild=rebuild)
+
+    # run queries --------------------------------------------------------------------------
+    def search_runs(self, query: RunQuery) -> list[dict[str, Any]]:
+        """Without a sort: newest ``started_at`` first. Ties always end by ``run_id``."""
+        node = lucene.parse(query.filter)
+        limit = _check_limit(query.limit)
+        with self._map_errors("query runs"):
+            table = self._catalog.table()
+            if table is None or table.num_rows == 0:
+                return []
+            kinds = lucene.arrow_kinds(table.schema)
+            rows = self._matching(node, table)
+            keys = _sort_keys(query.sort or _DEFAULT_SORT, kinds)
+            if len(rows) > 1 and keys:
+                sub = pa.table(
+                    {f"k{i}": table.column(f).take(rows) for i, (f, _) in enumerate(keys)}
+                )
+                spec = [(f"k{i}", order, "at_end") for i, (_, order) in enumerate(keys)]
+                rows = rows[pc.sort_indices(sub, spec).to_numpy()]
+            if limit is not None:
+                rows = rows[:limit]
+            docs = [json.loads(text) for text in table.column(DOC).take(rows).to_pylist()]
+        if query.fields is not None:
+            return [_project(doc, query.fields) for doc in docs]
+        return docs
+
+    def best_per_experiment(
+        self, metric: str, direction: Direction, filter: str | None = None
+    ) -> list[ExperimentBest]:
+        if direction not in ("max", "min"):
+            raise QuerySyntaxError(f"direction {direction!r} is neither 'max' nor 'min'")
+        node = lucene.parse(filter)
+        with self._map_errors("rank experiments"):
+            table = self._catalog.table()
+            if table is None or table.num_rows == 0:
+                return []
+            kinds = lucene.arrow_kinds(table.schema)
+            kind = kinds.get(metric)
+            if kind is None:
+                numeric = [k for k, v in kinds.items() if v in (lucene.NUMBER, lucene.EMPTY)]
+                raise lucene.unknown_field(metric, numeric, "metric")
+            if kind not in (lucene.NUMBER, lucene.EMPTY):
+                raise QuerySyntaxError(
+                    f"metric {metric} holds {kind} values, not numbers; rank by a numeric "
+                    "field such as metrics.val.acc",
+                    field=metric,
+                )
+            rows = self._matching(node, table)
+            if kind == lucene.EMPTY or not len(rows):
+                return []
+            experiments = table.column("experiment").take(rows)
+            counts = pc.value_counts(experiments)
+            run_count = dict(
+                zip(
+                    counts.field("values").to_pylist(),
+                    counts.field("counts").to_pylist(),
+                    strict=True,
+                )
+            )
+            values = table.column(metric).take(rows).to_numpy(zero_copy_only=False)
+            scored = np.flatnonzero(np.isfinite(values))
+            if not scored.size:
+                return []
+            sub = pa.table(
+                {
+                    "e": experiments.take(scored),
+                    "v": values[scored],
+                    "t": _column_or_nulls(table, "ended_at").take(rows[scored]),
+                    "r": table.column("run_id").take(rows[scored]),
+                }
+            )
+            best = _best_per_group(sub, "descending" if direction == "max" else "ascending")
+            winners, picks = sub.take(best), rows[scored][best]
+            docs = table.column(DOC).take(picks).to_pylist()
+            return [
+                ExperimentBest(
+                    experiment=e, score=float(v), run=json.loads(d), run_count=run_count[e]
+                )
+                for e, v, d in zip(
+                    winners.column("e").to_pylist(),
+                    winners.column("v").to_pylist(),
+                    docs,
+                    strict=True,
+                )
+            ]
+
+    def _matching(self, node: lucene.Node, table: pa.Table) -> np.ndarray:
+        if node == lucene.MATCH_ALL:
+            return np.arange(table.num_rows)
+        return np.flatnonzero(lucene.to_mask(node, table))
+
+    # sample and step queries --------------------------------------------------------------
+    def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:
+        run_dir = self.home / "samples" / _check_id(query.run_id, "run_id", NotFound)
+        node = lucene.parse(query.filter)
+        limit = _check_limit(query.limit)
+        if query.offset < 0:
+            raise QuerySyntaxError(f"offset {query.offset} is negative; use 0 or more")
+        with self._map_errors(f"read samples of run {query.run_id}"):
+            self._require_run(query.run_id, run_dir)
+            if query.split is not None:
+                paths = [run_dir / f"{_check_id(query.split, 'split', NotFound)}.parquet"]
+            else:
+                paths = sorted(run_dir.glob("*.parquet")) if run_dir.is_dir() else []
+            paths = [p for p in paths if p.is_file()]
+            if query.sort is None and node == lucene.MATCH_ALL:
+                return self._guard("stream samples", stream_rows(paths, query.offset, limit))
+            files = [f for f in (self._samples.load(p) for p in paths) if f is not None]
+            if not files:
+                return iter(())
+            table = (
+                files[0].table
+                if len(files) == 1
+                else pa.concat_tables([f.table for f in files], promote_options="permissive")
+            )
+            rows = None
+            if node != lucene.MATCH_ALL:
+                rows = np.flatnonzero(lucene.to_mask(node, table, _SAMPLE_FIELDS))
+            if query.sort is not None:
+                rows = order_samples(files, table, rows, query, limit)
+            else:
+                assert rows is not None  # no sort and no filter streamed above
+                rows = rows[query.offset : None if limit is None else query.offset + limit]
+            return self._guard("read samples", emit_rows(table, rows))
+
+    def steps(self, query: StepRange) -> Iterator[dict[str, Any]]:
+        path = self.home / "steps" / f"{_check_id(query.run_id, 'run_id', NotFound)}.jsonl"
+        limit = _check_limit(query.limit)
+        with self._map_errors(f"read steps from {path}"):
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                self._require_run(query.run_id, path)
+                return iter(())
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+                with os.fdopen(os.dup(fd), "rb") as src:
+                    data = src.read()
+            finally:
+                os.close(fd)
+        by_seq: dict[int, dict[str, Any]] = {}
+        for number, line in enumerate(data.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+                seq = doc["seq"]
+                if not isinstance(seq, int):
+                    raise TypeError("seq is not an integer")
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("skipping corrupt line %d of %s (%s)", number, path, exc)
+                continue
+            if seq > query.after_seq:
+                by_seq[seq] = doc
+        docs = [by_seq[seq] for seq in sorted(by_seq)][:limit]
+        if query.fields is not None:
+            docs = [_project(doc, query.fields) for doc in docs]
+        return iter(docs)
+
+    def _require_run(self, run_id: str, *seen: Path) -> None:
+        if (self.home / "runs" / f"{run_id}.json").exists() or any(p.exists() for p in seen):
+            return
+        raise NotFound(
+            f"no run {run_id!r} in the local store at {self.home}; list runs with "
+            "'warehouse query runs'",
+            run_id=run_id,
+        )
+
+    # life ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        self._catalog.clear()
+        self._samples.clear()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _guard(self, action: str, rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        with self._map_errors(action):
+            yield from rows
+
+    @contextmanager
+    def _map_errors(self, action: str) -> Iterator[None]:
+        """The one border: OSError and pyarrow errors become StoreUnavailable."""
+        try:
+            yield
+        except WarehouseError:
+            raise
+        except OSError as exc:
+            where = exc.filename or self.home
+            raise StoreUnavailable(
+                f"local store: cannot {action}: {exc.strerror or exc} ({where}); check that the "
+                "folder exists, is writable and has free space, or set WAREHOUSE_HOME",
+                path=str(where),
+            ) from exc
+        except pa.ArrowException as exc:
+            raise StoreUnavailable(
+                f"local store: cannot {action}: {exc}; if a file in {self.home} is damaged, "
+                "delete it (the run catalog is rebuilt from runs/)",
+                path=str(self.home),
+            ) from exc
+
+
+# helpers --------------------------------------------------------------------------------
+def _check_id(value: Any, what: str, error: type[WarehouseError] = InvalidRecord) -> str:
+    if not isinstance(value, str) or not _SAFE_ID.match(value):
+        raise error(
+            f"{what} {value!r} cannot name a file: use letters, digits, '_', '-' and '.' "
+            "(not first), at most 200 characters"
+        )
+    return value
+
+
+def _check_limit(limit: int | None) -> int | None:
+    if limit is not None and limit < 0:
+        raise QuerySyntaxError(f"limit {limit} is negative; use 0 or more, or no limit")
+    return limit
+
+
+def _sort_keys(sort: Sequence[tuple[str, str]], kinds: dict[str, str]) -> list[tuple[str, str]]:
+    keys: list[tuple[str, str]] = []
+    for field, order in sort:
+        if order not in ("asc", "desc"):
+            raise QuerySyntaxError(f"sort order {order!r} of {field} is neither 'asc' nor 'desc'")
+        kind = kinds.get(field)
+        if kind is None:
+            if (field, order) in _DEFAULT_SORT:
+                continue
+            raise lucene.unknown_field(field, kinds, "sort field")
+        if kind == lucene.TEXT_LIST:
+            raise QuerySyntaxError(f"cannot sort by {field}: it holds lists; sort by another field")
+        if kind != lucene.EMPTY:
+            keys.append((field, "ascending" if order == "asc" else "descending"))
+    if all(f != "run_id" for f, _ in keys):
+        keys.append(("run_id", "ascending"))
+    return keys
+
+
+def _best_per_group(sub: pa.Table, order: str) -> np.ndarray:
+    """Rows of ``sub`` (columns e=experiment, v=score, t=ended_at, r=run_id) that are each
+    experiment's best, best first; ties go to the earlier end, then the smaller run id."""
+    ties = [("v", order, "at_end"), ("t", "ascending", "at_end"), ("r", "ascending", "at_end")]
+    ranked = pc.sort_indices(sub, [("e", "ascending", "at_end"), *ties]).to_numpy()
+    names = sub.column("e").take(ranked).to_numpy(zero_copy_only=False)
+    firsts = ranked[np.flatnonzero(np.r_[True, names[1:] != names[:-1]])]
+    best: np.ndarray = firsts[pc.sort_indices(sub.take(firsts), ties).to_numpy()]
+    return best
+
+
+def _column_or_nulls(table: pa.Table, name: str) -> pa.ChunkedArray:
+    if name in table.schema.names:
+        return table.column(name)
+    return pa.chunked_array([pa.nulls(table.num_rows, pa.timestamp("us", tz="UTC"))])
+
+
+def _project(doc: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+    """Only the given dotted paths of ``doc``, nested as in ``doc`` (keys may hold dots)."""
+    out: dict[str, Any] = {}
+    for field in fields:
+        hit = _pick(doc, field)
+        if hit is None:
+            continue
+        keys, value = hit
+        node = out
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+    return out
+
+
+def _pick(doc: dict[str, Any], path: str) -> tuple[list[str], Any] | None:
+    if path in doc:
+        return [path], doc[path]
+    for i, ch in enumerate(path):
+        if ch == "." and isinstance(doc.get(path[:i]), dict):
+            hit = _pick(doc[path[:i]], path[i + 1 :])
+            if hit is not None:
+                return [path[:i], *hit[0]], hit[1]
+    return None
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

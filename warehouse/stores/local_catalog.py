@@ -1,0 +1,392 @@
+"""The local store's run catalog: every run document flattened to typed columns, kept fast.
+
+The truth is ``runs/<run_id>.json``. Reading 10,000 of those takes most of a second, so
+queries read a compacted index in ``catalog/``::
+
+    runs.parquet   one row per run: dotted columns (metrics.val.acc, params.model.C, ...)
+                   plus ``_doc``, the run's JSON text as stored
+    journal        ids of runs written since the last compaction, one per line, append-only
+    lock           flock'd exclusively by writers appending to the journal, by compaction
+                   and by a reader loading, so no one sees a compaction half done
+
+A reader loads ``runs.parquet`` plus the journaled run files and keeps the merged table in
+memory, keyed by the stat of both files: a warm query costs two ``os.stat`` calls, and after
+a write only the new journal lines are read. Compaction (rewrite ``runs.parquet``, empty the
+journal) happens when the journal passes ``compact_after`` entries, or on demand. A missing,
+unreadable or outdated catalog is rebuilt from ``runs/*.json``; run files changed by hand are
+seen after ``LocalStore.compact(rebuild=True)``.
+
+Column types are unified over all runs: a column whose values are all numbers is DOUBLE, all
+booleans BOOLEAN, otherwise text; ``tags``/``invalid_metrics``/``overrides`` are lists of
+text; ``started_at``/``ended_at``/``heartbeat_at``/``git.committed_at`` are UTC timestamps.
+``config``, ``environment``, ``artifacts`` and ``error.traceback`` are kept only in ``_doc``.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import math
+import os
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+log = logging.getLogger(__name__)
+
+CATALOG_VERSION = b"1"
+DOC = "_doc"
+LISTS = frozenset({"tags", "invalid_metrics", "overrides"})
+TIMESTAMPS = frozenset({"started_at", "ended_at", "heartbeat_at", "git.committed_at"})
+_SKIP = frozenset({"config", "environment", "artifacts", "error.traceback"})
+_StatKey = tuple[int, int, int] | None
+
+
+class RunCatalog:
+    """The merged, cached run table of one warehouse folder (see the module docstring)."""
+
+    def __init__(self, home: Path, compact_after: int = 500) -> None:
+        self.runs_dir = home / "runs"
+        self.dir = home / "catalog"
+        self.path = self.dir / "runs.parquet"
+        self.journal = self.dir / "journal"
+        self.compact_after = compact_after
+        self._mutex = threading.Lock()
+        self._key: tuple[_StatKey, _StatKey] | None = None
+        self._table: pa.Table | None = None
+        self._base: pa.Table | None = None
+        self._base_key: _StatKey = None
+        self._journal_ino: int | None = None
+        self._offset = 0
+        self._delta: dict[str, dict[str, Any] | None] = {}
+
+    # writers ------------------------------------------------------------------------------
+    def record(self, run_ids: Sequence[str]) -> None:
+        """Journal the ids of run files just written; compact when the journal is long."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        data = "".join(f"{run_id}\n" for run_id in run_ids).encode()
+        with self._mutex, self._locked():
+            fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if self.journal.read_bytes().count(b"\n") >= self.compact_after:
+                self._compact_locked()
+
+    def compact(self, rebuild: bool = False) -> None:
+        """Fold the journal into ``runs.parquet`` now (``rebuild``: rescan every run file)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with self._mutex, self._locked():
+            if rebuild:
+                self._rebuild_locked()
+            else:
+                self._compact_locked()
+
+    # readers ------------------------------------------------------------------------------
+    def table(self) -> pa.Table | None:
+        """Every run as one row (None when the warehouse holds no run yet)."""
+        key = (_stat(self.path), _stat(self.journal))
+        if key == self._key:
+            return self._table
+        with self._mutex:
+            if not self.dir.exists():
+                if not _has_json(self.runs_dir):
+                    return None
+                try:
+                    self.dir.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    if not _read_only(exc):
+                        raise
+            with self._locked():
+                self._load_locked()
+                self._key = (_stat(self.path), _stat(self.journal))
+            return self._table
+
+    def clear(self) -> None:
+        """Forget the in-memory table (the files stay)."""
+        with self._mutex:
+            self._key, self._table, self._base, self._base_key = None, None, None, None
+            self._delta, self._offset, self._journal_ino = {}, 0, None
+
+    # internals (all called with the flock held) -------------------------------------------
+    def _load_locked(self) -> None:
+        base_key = _stat(self.path)
+        if base_key is None or base_key != self._base_key:
+            base = self._read_catalog() if base_key is not None else None
+            if base is None and (base_key is not None or _has_json(self.runs_dir)):
+                self._rebuild_locked()
+            else:
+                self._set_base(base)
+        self._read_journal_tail()
+        self._table = _merge(self._base, self._delta)
+
+    def _set_base(self, base: pa.Table | None) -> None:
+        self._base, self._base_key = base, _stat(self.path)
+        self._delta, self._offset, self._journal_ino = {}, 0, None
+
+    def _read_journal_tail(self) -> None:
+        try:
+            with open(self.journal, "rb") as journal:
+                st = os.fstat(journal.fileno())
+                if st.st_ino != self._journal_ino or st.st_size < self._offset:
+                    self._delta, self._offset, self._journal_ino = {}, 0, st.st_ino
+                journal.seek(self._offset)
+                data = journal.read()
+        except FileNotFoundError:
+            return
+        complete = data[: data.rfind(b"\n") + 1]
+        self._offset += len(complete)
+        for run_id in dict.fromkeys(complete.decode().split()):
+            self._delta[run_id] = self._read_run(run_id)
+
+    def _compact_locked(self) -> None:
+        if _stat(self.path) is None or self._base_key != _stat(self.path):
+            base = self._read_catalog() if _stat(self.path) is not None else None
+            if base is None:
+                self._rebuild_locked()
+                return
+            self._set_base(base)
+        self._read_journal_tail()
+        self._write_locked(_merge(self._base, self._delta))
+
+    def _rebuild_locked(self) -> None:
+        rows: list[dict[str, Any]] = []
+        if self.runs_dir.is_dir():
+            for entry in sorted(os.scandir(self.runs_dir), key=lambda e: e.name):
+                if entry.name.endswith(".json") and not entry.name.startswith("."):
+                    row = self._read_run(entry.name[: -len(".json")])
+                    if row is not None:
+                        rows.append(row)
+        log.info("rebuilt the run catalog of %s from %d run files", self.runs_dir, len(rows))
+        self._write_locked(build_table(rows))
+
+    def _write_locked(self, table: pa.Table | None) -> None:
+        if table is None:
+            table = build_table([])
+        table = table.replace_schema_metadata({b"warehouse_catalog": CATALOG_VERSION})
+        tmp = self.dir / f".runs.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            pq.write_table(table, tmp, compression="snappy")
+            _fsync_path(tmp)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            if not _read_only(exc):
+                raise
+            log.warning("cannot write the run catalog in %s (%s); kept in memory", self.dir, exc)
+            self._base, self._delta = table.combine_chunks(), {}
+            self._table = self._base
+            return
+        finally:
+            tmp.unlink(missing_ok=True)
+        if self.journal.exists():
+            os.truncate(self.journal, 0)
+        self._set_base(table.combine_chunks())
+        self._table = self._base
+        self._key = (_stat(self.path), _stat(self.journal))
+
+    def _read_catalog(self) -> pa.Table | None:
+        try:
+            table = pq.ParquetFile(self.path).read()
+        except FileNotFoundError:
+            return None
+        except (pa.ArrowException, OSError) as exc:
+            log.warning("run catalog %s is unreadable (%s); rebuilding it", self.path, exc)
+            return None
+        meta = table.schema.metadata or {}
+        if meta.get(b"warehouse_catalog") != CATALOG_VERSION or "run_id" not in table.schema.names:
+            log.info("run catalog %s is from another version; rebuilding it", self.path)
+            return None
+        return table.combine_chunks()
+
+    def _read_run(self, run_id: str) -> dict[str, Any] | None:
+        path = self.runs_dir / f"{run_id}.json"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except UnicodeDecodeError as exc:
+            log.warning("skipping corrupt run file %s (%s); fix or delete it", path, exc)
+            return None
+        try:
+            doc = json.loads(text)
+            if not isinstance(doc, dict) or doc.get("run_id") != run_id:
+                raise ValueError(f"not the run document of {run_id!r}")
+            if not isinstance(doc.get("experiment"), str):
+                raise ValueError("no experiment name")
+        except ValueError as exc:
+            log.warning("skipping corrupt run file %s (%s); fix or delete it", path, exc)
+            return None
+        return flatten_run(doc, text)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        try:
+            fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if not (_read_only(exc) or isinstance(exc, FileNotFoundError)):
+                raise
+            try:  # a read-only warehouse: lock if the file exists, else no writer can exist
+                fd = os.open(self.dir / "lock", os.O_RDONLY)
+            except FileNotFoundError:
+                yield
+                return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+
+def flatten_run(doc: dict[str, Any], text: str) -> dict[str, Any]:
+    """One run document as ``{dotted.column: scalar}`` plus ``_doc`` (its JSON text)."""
+    row: dict[str, Any] = {DOC: text}
+    _walk(doc, "", row)
+    return row
+
+
+def _walk(node: dict[str, Any], prefix: str, row: dict[str, Any]) -> None:
+    for key, value in node.items():
+        name = f"{prefix}{key}"
+        if name in _SKIP:
+            continue
+        if isinstance(value, dict):
+            _walk(value, f"{name}.", row)
+        elif isinstance(value, list):
+            if name in LISTS:
+                row[name] = [_text(v) for v in value if v is not None]
+        else:
+            row[name] = value
+
+
+def build_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
+    """Rows of flattened runs as one table, each column's type unified over the rows."""
+    names: dict[str, None] = {"run_id": None, DOC: None}
+    for row in rows:
+        names.update(dict.fromkeys(row))
+    return pa.table({name: _column(name, [r.get(name) for r in rows]) for name in names})
+
+
+def _column(name: str, values: list[Any]) -> pa.Array:
+    if name in (DOC, "run_id"):
+        return pa.array(values, pa.string())
+    if name in LISTS:
+        return pa.array([v if isinstance(v, list) else None for v in values], pa.list_(pa.string()))
+    if name in TIMESTAMPS:
+        return pa.array([_timestamp(v) for v in values], pa.timestamp("us", tz="UTC"))
+    present = [v for v in values if v is not None]
+    if not present:
+        return pa.nulls(len(values))
+    if all(isinstance(v, bool) for v in present):
+        return pa.array(values, pa.bool_())
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
+        return pa.array([_finite(v) for v in values], pa.float64())
+    return pa.array([None if v is None else _text(v) for v in values], pa.string())
+
+
+def _merge(base: pa.Table | None, delta: dict[str, dict[str, Any] | None]) -> pa.Table | None:
+    """``base`` with the journaled runs replaced (or removed: None = file gone or corrupt)."""
+    if not delta:
+        return base
+    parts = []
+    if base is not None and base.num_rows:
+        changed = pa.array(list(delta), pa.string())
+        parts.append(base.filter(pc.invert(pc.is_in(base.column("run_id"), value_set=changed))))
+    rows = [row for row in delta.values() if row is not None]
+    if rows:
+        parts.append(build_table(rows))
+    return _concat(parts) if parts else build_table([])
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    """Tables stacked; a column typed differently in two tables becomes text."""
+    types: dict[str, pa.DataType] = {}
+    for table in tables:
+        for f in table.schema:
+            seen = types.get(f.name)
+            if seen is None or pa.types.is_null(seen):
+                types[f.name] = f.type
+            elif seen != f.type and not pa.types.is_null(f.type):
+                types[f.name] = pa.string()
+    aligned = []
+    for table in tables:
+        columns = {
+            name: (
+                table.column(name).cast(typ)
+                if name in table.schema.names
+                else pa.nulls(table.num_rows, typ)
+            )
+            for name, typ in types.items()
+        }
+        aligned.append(pa.table(columns))
+    return pa.concat_tables(aligned)
+
+
+def _timestamp(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _finite(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _stat(path: Path) -> _StatKey:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _read_only(exc: OSError) -> bool:
+    """Whether ``exc`` says the warehouse may be read but not written."""
+    return isinstance(exc, PermissionError) or exc.errno == errno.EROFS
+
+
+def _has_json(folder: Path) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return any(e.name.endswith(".json") and not e.name.startswith(".") for e in entries)
+    except FileNotFoundError:
+        return False
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,307 @@
+"""Sample files of the local store: streaming Parquet writes, a read cache, fast top-k sorts.
+
+One file per run and split, ``samples/<run_id>/<split>.parquet``. Writes stream record
+batches into a tmp file that replaces the old one, so a reader never sees half a split and 1M
+rows never exist as Python objects. ``run_id``/``experiment``/``split``/``recorded_at`` are
+stored dictionary-encoded (one value per file). Reads keep recently used files in memory as
+Arrow tables (keyed by their stat) with per-column float sort keys, so "the 100 worst samples"
+of a 100k-row file is a numpy partition plus a sort of the few rows that can make the top.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from warehouse.errors import InvalidRecord, QuerySyntaxError
+from warehouse.query import lucene
+from warehouse.stores.base import SampleQuery
+
+log = logging.getLogger(__name__)
+
+CHUNK = 4096  # rows turned into dicts at a time while streaming
+
+
+class SampleFile:
+    """A sample file in memory, with sort keys computed once per column and order."""
+
+    def __init__(self, key: tuple[int, int, int], table: pa.Table) -> None:
+        self.key, self.table = key, table
+        self._sort_keys: dict[tuple[str, bool], tuple[np.ndarray, np.ndarray]] = {}
+
+    def sort_key(self, column: str, desc: bool) -> tuple[np.ndarray, np.ndarray]:
+        """``(key, missing)``: ascending float keys (missing = +inf) and the missing mask."""
+        cached = self._sort_keys.get((column, desc))
+        if cached is None:
+            cached = self._sort_keys[(column, desc)] = sort_key(self.table, column, desc)
+        return cached
+
+
+def sort_key(table: pa.Table, column: str, desc: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Any sortable column as float keys in which ascending order is the wanted order:
+    numbers and booleans as themselves, dates as their epoch value, text as its rank."""
+    n = table.num_rows
+    if column not in table.schema.names:
+        return np.full(n, np.inf), np.ones(n, dtype=bool)
+    col = table.column(column).combine_chunks()
+    typ = col.type
+    if pa.types.is_floating(typ) or pa.types.is_integer(typ) or pa.types.is_boolean(typ):
+        values = col.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    elif pa.types.is_timestamp(typ) or pa.types.is_date(typ) or pa.types.is_duration(typ):
+        values = col.cast(pa.int64()).cast(pa.float64()).to_numpy(zero_copy_only=False)
+    elif pa.types.is_list(typ) or pa.types.is_struct(typ) or pa.types.is_map(typ):
+        raise QuerySyntaxError(f"cannot sort samples by {column}: it holds {typ} values")
+    else:  # text: rank of each distinct value
+        encoded = col if pa.types.is_dictionary(typ) else col.dictionary_encode()
+        ranks = np.empty(len(encoded.dictionary), dtype=np.float64)
+        ranks[pc.sort_indices(encoded.dictionary).to_numpy()] = np.arange(len(ranks))
+        codes = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
+        values = ranks[codes] if len(ranks) else np.zeros(n)
+        values[encoded.is_null().to_numpy(zero_copy_only=False)] = np.nan
+    missing = np.isnan(values)
+    key = -values if desc else values.copy()
+    key[missing] = np.inf
+    return key, missing
+
+
+class SampleCache:
+    """Recently read sample files, least recently used dropped past ``max_bytes``."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._files: OrderedDict[Path, SampleFile] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def load(self, path: Path) -> SampleFile | None:
+        st = os.stat(path)
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        with self._lock:
+            cached = self._files.get(path)
+            if cached is not None and cached.key == key:
+                self._files.move_to_end(path)
+                return cached
+        try:
+            table = pq.ParquetFile(path).read().combine_chunks()
+        except pa.ArrowInvalid as exc:
+            log.warning("skipping corrupt sample file %s (%s); record the split again", path, exc)
+            return None
+        entry = SampleFile(key, table)
+        with self._lock:
+            self._files[path] = entry
+            while sum(f.table.nbytes for f in self._files.values()) > self.max_bytes:
+                self._files.popitem(last=False)
+        return entry
+
+    def clear(self) -> None:
+        with self._lock:
+            self._files.clear()
+
+
+def order_samples(
+    files: list[SampleFile],
+    table: pa.Table,
+    rows: np.ndarray | None,
+    query: SampleQuery,
+    limit: int | None,
+) -> np.ndarray:
+    """Row numbers of ``table`` (``rows`` of it, None = all) in sort order, missing last,
+    ties by sample_id then split; only the rows that can reach the top are fully sorted."""
+    column = query.sort
+    assert column is not None
+    kinds = lucene.arrow_kinds(table.schema)
+    if column not in kinds:
+        raise lucene.unknown_field(column, kinds, "sample column")
+    desc = query.order == "desc"
+    if len(files) == 1:
+        key, missing = files[0].sort_key(column, desc)
+    else:
+        key, missing = sort_key(table, column, desc)
+    if rows is not None:
+        key, missing = key[rows], missing[rows]
+    end = None if limit is None else query.offset + limit
+    if end is not None and end < len(key):
+        kth = np.partition(key, end - 1)[end - 1]
+        pick = np.flatnonzero(key <= kth)
+    else:
+        pick = np.arange(len(key))
+    at = pick if rows is None else rows[pick]
+    sub = pa.table(
+        {
+            "m": missing[pick],
+            "v": np.where(missing[pick], 0.0, key[pick]),
+            "sample_id": table.column("sample_id").take(at),
+            "split": _decoded(table.column("split").take(at)),
+        }
+    )
+    spec = [(name, "ascending", "at_end") for name in ("m", "v", "sample_id", "split")]
+    ordered: np.ndarray = at[pc.sort_indices(sub, spec).to_numpy()][query.offset : end]
+    return ordered
+
+
+def stream_rows(paths: list[Path], offset: int, limit: int | None) -> Iterator[dict[str, Any]]:
+    """Rows of the files in stored order, batch by batch (never all in Python at once)."""
+    skip, left = offset, limit
+    for path in paths:
+        try:
+            batches = pq.ParquetFile(path).iter_batches(batch_size=CHUNK)
+            for batch in batches:
+                if left == 0:
+                    return
+                if skip >= batch.num_rows:
+                    skip -= batch.num_rows
+                    continue
+                batch = batch.slice(skip, left)
+                skip = 0
+                if left is not None:
+                    left -= batch.num_rows
+                yield from rows_of(batch)
+        except pa.ArrowInvalid as exc:
+            log.warning("skipping corrupt sample file %s (%s); record the split again", path, exc)
+
+
+def emit_rows(table: pa.Table, rows: np.ndarray) -> Iterator[dict[str, Any]]:
+    for start in range(0, len(rows), CHUNK):
+        yield from rows_of(table.take(rows[start : start + CHUNK]))
+
+
+def rows_of(data: pa.Table | pa.RecordBatch) -> list[dict[str, Any]]:
+    """Rows as dicts, column by column (several times faster than ``to_pylist`` on
+    dictionary-encoded columns, which hold the same value in every row here)."""
+    columns: list[list[Any]] = []
+    for column in data.columns:
+        if pa.types.is_dictionary(column.type):
+            if isinstance(column, pa.ChunkedArray):
+                column = column.combine_chunks()
+            values = column.dictionary.to_pylist()
+            if len(values) == 1 and column.null_count == 0:
+                columns.append(values * len(column))
+                continue
+            column = column.dictionary_decode()
+        columns.append(column.to_pylist())
+    names = data.schema.names
+    return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
+
+
+class SampleWriter:
+    """Streams batches into a tmp Parquet file; a batch with new columns or wider types
+    rewrites what was written so far under the widened schema (rare, still streaming)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.tmp: Path | None = None
+        self.writer: pq.ParquetWriter | None = None
+        self.schema: pa.Schema | None = None
+        self.rows = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self.writer is None or self.schema is None:
+            self._open(batch.schema)
+        elif batch.schema != self.schema:
+            try:
+                batch = _conform(batch, self.schema)
+            except (pa.ArrowException, KeyError):
+                self._widen(batch.schema)
+                batch = _conform(batch, self.schema)
+        assert self.writer is not None
+        self.writer.write_batch(batch)
+        self.rows += batch.num_rows
+
+    def finish(self, target: Path) -> int:
+        assert self.writer is not None
+        assert self.tmp is not None
+        self.writer.close()
+        self.writer = None
+        fd = os.open(self.tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(self.tmp, target)
+        self.tmp = None
+        return self.rows
+
+    def discard(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        if self.tmp is not None:
+            self.tmp.unlink(missing_ok=True)
+            self.tmp = None
+
+    def _open(self, schema: pa.Schema) -> None:
+        self.tmp = self.folder / f".{uuid.uuid4().hex}.parquet.tmp"
+        self.writer = pq.ParquetWriter(self.tmp, schema, compression="snappy")
+        self.schema = schema
+
+    def _widen(self, other: pa.Schema) -> None:
+        assert self.schema is not None
+        assert self.writer is not None
+        assert self.tmp is not None
+        try:
+            schema = pa.unify_schemas([self.schema, other], promote_options="permissive")
+        except pa.ArrowException:
+            known = {f.name: f for f in self.schema}
+            for f in other:
+                if f.name not in known or known[f.name].type != f.type:
+                    known[f.name] = pa.field(f.name, pa.string() if f.name in known else f.type)
+            schema = pa.schema(list(known.values()))
+        old = self.tmp
+        self.writer.close()
+        self._open(schema)
+        assert self.writer is not None
+        for batch in pq.ParquetFile(old).iter_batches():
+            self.writer.write_batch(_conform(batch, schema))
+        old.unlink()
+
+
+def prepare_batch(
+    batch: pa.RecordBatch, consts: dict[str, str], recorded_at: str, split: str
+) -> pa.RecordBatch:
+    """The stored form: run_id/experiment/split (dictionary-encoded) first, sample_id as text,
+    output_uri and recorded_at always present."""
+    names = batch.schema.names
+    if "sample_id" not in names:
+        raise InvalidRecord(
+            f"samples of split {split!r} have no 'sample_id' column (columns: "
+            f"{', '.join(names)}); add one that identifies each sample"
+        )
+    n = batch.num_rows
+    cols: dict[str, pa.Array] = {k: _constant(v, n) for k, v in consts.items()}
+    cols["sample_id"] = batch.column("sample_id").cast(pa.string())
+    for name in names:
+        if name not in cols:
+            cols[name] = batch.column(name)
+    cols.setdefault("output_uri", pa.nulls(n, pa.string()))
+    cols.setdefault("recorded_at", _constant(recorded_at, n))
+    return pa.RecordBatch.from_pydict(cols)
+
+
+def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    extra = set(batch.schema.names) - set(schema.names)
+    if extra:
+        raise KeyError(f"new columns {sorted(extra)}")
+    n = batch.num_rows
+    arrays = [
+        batch.column(f.name).cast(f.type) if f.name in batch.schema.names else pa.nulls(n, f.type)
+        for f in schema
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _constant(value: str, n: int) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value]))
+
+
+def _decoded(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    return column.cast(column.type.value_type) if pa.types.is_dictionary(column.type) else column
