@@ -1,12 +1,47 @@
-"""The terminal: one rich Console on stderr for messages and progress; results go to stdout."""
+"""The terminal: results to stdout as a table, JSON or CSV; messages and progress to stderr.
+
+- ``table``: a rich table for people — numbers right-aligned with one precision per column,
+  run ids shortened, timestamps without microseconds.
+- ``json``: one JSON array, written row by row; keys in the order the view gives them,
+  non-finite floats as ``null``, datetimes as ISO 8601 strings.
+- ``csv``: a header then one line per row, streamed: the rows are never held in memory, so
+  a million sample rows cost no more than ten.
+
+rich is imported inside the functions that draw, never at import (``warehouse --help``).
+"""
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import functools
-from typing import TYPE_CHECKING
+import json
+import math
+import re
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import date, datetime
+from enum import Enum, StrEnum
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+
+class Format(StrEnum):
+    """How results are printed on stdout."""
+
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+RUN_ID_WIDTH = 12
+"""Characters of a run id a table shows; every command taking a run id accepts that prefix."""
+
+_ID_COLUMNS = re.compile(r"(^|_)run_id$")
+_ISO_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(\.\d+)?(Z|[+-]00:00)?$")
 
 
 @functools.cache
@@ -25,3 +60,259 @@ def error(message: str) -> None:
 
 def info(message: str) -> None:
     stderr_console().print(message, soft_wrap=True)
+
+
+def render(
+    rows: Iterable[Mapping[str, Any]],
+    fmt: Format | str,
+    *,
+    columns: Sequence[str] | None = None,
+    title: str | None = None,
+    out: TextIO | None = None,
+) -> int:
+    """Print ``rows`` on ``out`` (stdout) in ``fmt``; returns how many rows were printed.
+
+    ``columns`` picks and orders the keys for tables and CSV (default: the first row's keys);
+    JSON always prints each row whole.
+    """
+    stream = out if out is not None else sys.stdout
+    fmt = Format(fmt)
+    if fmt is Format.json:
+        return write_json(rows, stream)
+    if fmt is Format.csv:
+        return write_csv(rows, stream, columns=columns)
+    return write_table(rows, stream, columns=columns, title=title)
+
+
+# --- JSON -------------------------------------------------------------------------------
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with only JSON types left: NaN/inf → None, datetimes → ISO strings."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Enum):
+        return jsonable(value.value)
+    if isinstance(value, PurePath):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value))
+    if hasattr(value, "item"):  # numpy / pyarrow scalars
+        return jsonable(value.item())
+    return str(value)
+
+
+def write_json(rows: Iterable[Mapping[str, Any]], out: TextIO) -> int:
+    """A JSON array, one row per line, written as the rows come."""
+    count = 0
+    out.write("[")
+    for row in rows:
+        out.write(",\n" if count else "\n")
+        out.write(json.dumps(jsonable(row), ensure_ascii=False, allow_nan=False))
+        count += 1
+    out.write("\n]\n" if count else "]\n")
+    out.flush()
+    return count
+
+
+# --- CSV --------------------------------------------------------------------------------
+
+
+def csv_cell(value: Any) -> str:
+    """One CSV field: empty for missing/non-finite, true/false, JSON for nested values."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ""
+    if isinstance(value, int | str):
+        return str(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Mapping | list | tuple):
+        return json.dumps(jsonable(value), ensure_ascii=False, allow_nan=False)
+    return str(jsonable(value))
+
+
+def write_csv(
+    rows: Iterable[Mapping[str, Any]], out: TextIO, *, columns: Sequence[str] | None = None
+) -> int:
+    """Header + one line per row, streamed (constant memory). Columns: given, or the first row's."""
+    writer = csv.writer(out, lineterminator="\n")
+    iterator: Iterator[Mapping[str, Any]] = iter(rows)
+    count = 0
+    if columns is None:
+        first = next(iterator, None)
+        if first is None:
+            out.flush()
+            return 0
+        columns = list(first.keys())
+        writer.writerow(columns)
+        writer.writerow([csv_cell(first.get(c)) for c in columns])
+        count = 1
+    else:
+        writer.writerow(columns)
+    for row in iterator:
+        writer.writerow([csv_cell(row.get(c)) for c in columns])
+        count += 1
+    out.flush()
+    return count
+
+
+# --- table ------------------------------------------------------------------------------
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def number_format(values: Sequence[Any]) -> str:
+    """One format spec for a numeric column, so its decimal points line up.
+
+    Integers keep all digits (thousands separated); floats get 4 decimals below 10, 2 below
+    10,000 and none above; a column of only tiny values (|x| < 0.001) uses 3-digit scientific.
+    """
+    numbers = [float(v) for v in values if _is_number(v) and math.isfinite(v)]
+    if not numbers:
+        return ""
+    if all(isinstance(v, int) for v in values if _is_number(v)):
+        return ",d"
+    largest = max(abs(v) for v in numbers)
+    nonzero = [abs(v) for v in numbers if v != 0]
+    if nonzero and largest < 1e-3:
+        return ".3e"
+    if largest < 10:
+        return ".4f"
+    if largest < 10_000:
+        return ",.2f"
+    return ",.0f"
+
+
+def table_cell(value: Any, column: str, spec: str) -> str:
+    """A value as a table shows it (see :func:`number_format` for numbers)."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if _is_number(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return str(value)
+        if spec == ",d" and isinstance(value, int) and column in ("rank", "seq", "step", "epoch"):
+            return str(value)
+        if spec:
+            return format(value, spec)
+        return format(value, ".6g") if isinstance(value, float) else str(value)
+    if isinstance(value, str):
+        if _ID_COLUMNS.search(column) and len(value) > RUN_ID_WIDTH:
+            return value[:RUN_ID_WIDTH]
+        match = _ISO_TIME.match(value)
+        if match:
+            return f"{match.group(1)} {match.group(2)}"
+        return value
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, Mapping | list | tuple):
+        return json.dumps(jsonable(value), ensure_ascii=False)
+    return str(value)
+
+
+def write_table(
+    rows: Iterable[Mapping[str, Any]],
+    out: TextIO,
+    *,
+    columns: Sequence[str] | None = None,
+    title: str | None = None,
+) -> int:
+    """A rich table on ``out``: numbers right-aligned at one precision per column."""
+    materialised = list(rows)
+    if not materialised:
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    cols = list(columns) if columns is not None else list(materialised[0].keys())
+    table = Table(
+        title=title,
+        title_justify="left",
+        header_style="bold",
+        box=_box(),
+        show_edge=False,
+        pad_edge=False,
+    )
+    specs: dict[str, str] = {}
+    for col in cols:
+        values = [row.get(col) for row in materialised]
+        numeric = any(_is_number(v) for v in values) and all(
+            v is None or _is_number(v) for v in values
+        )
+        specs[col] = number_format(values) if numeric else ""
+        table.add_column(col, justify="right" if numeric else "left", no_wrap=numeric)
+    for row in materialised:
+        table.add_row(*(Text(table_cell(row.get(c), c, specs[c])) for c in cols))
+    terminal = out.isatty() if hasattr(out, "isatty") else False
+    console = Console(
+        file=out,
+        highlight=False,
+        soft_wrap=False,
+        width=None if terminal else 100_000,
+        color_system="auto" if terminal else None,
+    )
+    console.print(table)
+    return len(materialised)
+
+
+def _box() -> Any:
+    from rich import box
+
+    return box.SIMPLE_HEAD
+
+
+def write_mapping(sections: Mapping[str, Mapping[str, Any]], out: TextIO) -> None:
+    """Key/value sections (``show``): one small two-column table per section."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    terminal = out.isatty() if hasattr(out, "isatty") else False
+    console = Console(
+        file=out,
+        highlight=False,
+        width=None if terminal else 100_000,
+        color_system="auto" if terminal else None,
+    )
+    for name, values in sections.items():
+        if not values:
+            continue
+        table = Table(
+            title=name,
+            title_justify="left",
+            title_style="bold",
+            show_header=False,
+            box=None,
+            pad_edge=False,
+        )
+        table.add_column("field", style="bold")
+        table.add_column("value")
+        for key, value in values.items():
+            spec = number_format([value]) if _is_number(value) else ""
+            text = table_cell(value, "", spec) if not isinstance(value, str) else value
+            table.add_row(Text(str(key)), Text(text))
+        console.print(table)
+
+
+def write_text(text: str, out: TextIO, *, title: str | None = None) -> None:
+    """A block of plain text (the config as YAML), under an optional bold title."""
+    if title:
+        out.write(f"{title}\n")
+    out.write(text if text.endswith("\n") else text + "\n")
+    out.flush()

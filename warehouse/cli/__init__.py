@@ -49,7 +49,7 @@ def main() -> None:
     if "--debug" in sys.argv:
         sys.argv.remove("--debug")
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # typer.Exit(n) comes back as n here
     except WarehouseError as exc:
         if debug:
             raise
@@ -62,12 +62,13 @@ def main() -> None:
     except SystemExit:
         raise
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
+        # typer vendors click: its usage errors derive from typer.TyperException
+        if isinstance(exc, typer.TyperException):
+            show = getattr(exc, "show", None)
+            if callable(show):
+                show()
             sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
+        if isinstance(exc, typer.Abort):
             sys.exit(130)
         if debug:
             raise
@@ -78,3 +79,5 @@ def main() -> None:
             "traceback and report it"
         )
         sys.exit(70)
+    if isinstance(code, int) and code:
+        sys.exit(code)

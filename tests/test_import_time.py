@@ -1,0 +1,86 @@
+"""`warehouse --help` and importing the CLI load no heavy library (typer's test_rich_import).
+
+Each check runs in a fresh interpreter, so modules imported by other tests do not count.
+Heavy: the engines, clients and frameworks the commands use inside their bodies only.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = (
+    "duckdb",
+    "pyarrow",
+    "pandas",
+    "numpy",
+    "elasticsearch",
+    "boto3",
+    "botocore",
+    "hydra",
+    "omegaconf",
+    "git",
+    "pydantic_settings",
+    "psutil",
+    "pynvml",
+    "luqum",
+    "yaml",
+)
+
+_PROBE = """
+import json, sys
+heavy = {heavy!r}
+try:
+    {body}
+except SystemExit:
+    pass
+finally:
+    loaded = sorted({{m.split('.')[0] for m in sys.modules}} & set(heavy))
+    sys.__stderr__.write('\\nLOADED=' + json.dumps(loaded) + '\\n')
+"""
+
+
+def loaded_after(body: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """The heavy top-level packages loaded once ``body`` has run in a new interpreter."""
+    code = _PROBE.format(heavy=HEAVY + extra, body=body)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    marker = [line for line in proc.stderr.splitlines() if line.startswith("LOADED=")]
+    assert marker, proc.stderr
+    loaded: list[str] = json.loads(marker[-1][len("LOADED=") :])
+    return loaded
+
+
+def test_importing_the_cli_loads_no_heavy_library_and_not_rich() -> None:
+    assert loaded_after("from warehouse.cli import app", extra=("rich", "pydantic")) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["--help"], id="warehouse--help"),
+        pytest.param(["query", "--help"], id="query--help"),
+        pytest.param(["query", "leaderboard", "--help"], id="leaderboard--help"),
+        pytest.param(["query", "samples", "--help"], id="samples--help"),
+    ],
+)
+def test_help_loads_no_heavy_library(argv: list[str]) -> None:
+    body = f"sys.argv = ['warehouse', *{argv!r}]\n    from warehouse.cli import main\n    main()"
+    assert loaded_after(body) == []
+
+
+def test_the_console_script_help_exits_0_and_lists_query() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "warehouse", "query", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "leaderboard" in proc.stdout
+    assert "over-time" in proc.stdout
