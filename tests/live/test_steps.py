@@ -1,0 +1,457 @@
+"""The step logger: documents, derived figures, shipping, spilling, and every exit path."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import warnings
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from warehouse.live.steps import (
+    DocBuilder,
+    StepLogger,
+    is_tick,
+    iter_docs,
+    ship_spilled,
+    spilled_count,
+)
+
+
+class Collect:
+    """A sink keeping what it gets; it can be made to fail (a store that is down)."""
+
+    def __init__(self) -> None:
+        self.docs: list[dict[str, Any]] = []
+        self.calls = 0
+        self.down = False
+        self.lock = threading.Lock()
+
+    def __call__(self, docs: list[dict[str, Any]]) -> None:
+        with self.lock:
+            self.calls += 1
+            if self.down:
+                raise ConnectionError("store is down")
+            self.docs.extend(docs)
+
+
+def logger(sink: Any, tmp_path: Path, **kw: Any) -> StepLogger:
+    kw.setdefault("console", False)
+    kw.setdefault("system_interval_s", 0)
+    kw.setdefault("flush_interval_s", 0.05)
+    return StepLogger("run1", "exp", sink, tmp_path / "spill", **kw)
+
+
+def items(
+    *rows: tuple[float, int, dict[str, Any]],
+) -> list[tuple[float, int, None, dict[str, Any]]]:
+    return [(t, step, None, m) for t, step, m in rows]
+
+
+# ---- documents ---------------------------------------------------------------------------------
+def test_documents_have_the_step_shape_in_seq_order(tmp_path: Path) -> None:
+    sink = Collect()
+    with logger(sink, tmp_path) as steps:
+        steps.log_step(0, loss=1.0)
+        steps.log_step(1, 0, loss=0.5, lr=0.1)
+    a, b = sink.docs
+    assert [a["seq"], b["seq"]] == [0, 1]
+    assert {k: a[k] for k in ("run_id", "experiment", "step", "epoch")} == {
+        "run_id": "run1",
+        "experiment": "exp",
+        "step": 0,
+        "epoch": None,
+    }
+    assert b["epoch"] == 0
+    assert b["metrics"] == {"loss": 0.5, "lr": 0.1}
+    assert "duration_s" not in a
+    assert b["duration_s"] >= 0
+    stamp = datetime.fromisoformat(b["@timestamp"])
+    assert stamp.utcoffset() is not None
+    assert abs(stamp.timestamp() - time.time()) < 60
+
+
+def test_duration_is_per_step_when_steps_are_skipped() -> None:
+    b = DocBuilder("r", "e")
+    docs = b.build(items((100.0, 0, {}), (102.0, 10, {}), (103.0, 10, {})), [])
+    assert [d.get("duration_s") for d in docs] == [None, pytest.approx(0.2), pytest.approx(1.0)]
+
+
+def test_non_finite_and_non_numeric_metrics_are_dropped_with_one_warning_each(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    b = DocBuilder("r", "e")
+    with caplog.at_level(logging.WARNING):
+        docs = b.build(
+            items(
+                (1.0, 0, {"loss": float("nan"), "acc": 0.5, "name": "x"}),
+                (2.0, 1, {"loss": float("inf"), "acc": 0.6, "name": "y"}),
+            ),
+            [],
+        )
+    assert [d["metrics"] for d in docs] == [{"acc": 0.5}, {"acc": 0.6}]
+    assert len([r for r in caplog.records if "'loss'" in r.getMessage()]) == 1
+    assert len([r for r in caplog.records if "'name'" in r.getMessage()]) == 1
+    json.dumps(docs, allow_nan=False)  # what Elasticsearch needs
+
+
+def test_numpy_like_scalars_bools_and_odd_names_are_recorded() -> None:
+    class Scalar:
+        def __float__(self) -> float:
+            return 0.25
+
+    b = DocBuilder("r", "e")
+    [doc] = b.build(items((1.0, 0, {"loss": Scalar(), "ok": True, "top-1 acc": 0.9})), [])
+    assert doc["metrics"] == {"loss": 0.25, "ok": 1.0, "top-1_acc": 0.9}
+
+
+def test_a_step_that_is_not_an_integer_is_dropped_not_fatal(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    b = DocBuilder("r", "e")
+    docs = b.build([(1.0, "ten", None, {"loss": 1.0}), (2.0, 11, None, {"loss": 1.0})], [])
+    assert [d["step"] for d in docs] == [11]
+    assert [d["seq"] for d in docs] == [0]
+
+
+def test_tokens_per_second_and_mfu_are_derived() -> None:
+    b = DocBuilder("r", "e", tokens_per_step=4096, flops_per_token=6e9, peak_flops=1e15)
+    docs = b.build(items((10.0, 0, {}), (10.5, 1, {}), (10.9, 2, {"tokens_per_s": 1.0})), [])
+    assert "tokens_per_s" not in docs[0]["metrics"]
+    assert docs[1]["metrics"]["tokens_per_s"] == pytest.approx(8192)
+    assert docs[1]["metrics"]["mfu"] == pytest.approx(8192 * 6e9 / 1e15)
+    assert docs[2]["metrics"]["tokens_per_s"] == 1.0  # the caller's own figure wins
+
+
+def test_a_gradient_norm_spike_is_flagged_against_its_moving_average() -> None:
+    b = DocBuilder("r", "e")
+    norms = [1.0] * 20 + [6.0, 1.0, 4.0, float("inf")]
+    docs = b.build(items(*((float(i), i, {"grad_norm": g}) for i, g in enumerate(norms))), [])
+    flags = [d["flags"]["grad_norm_spike"] for d in docs]
+    assert flags == [False] * 20 + [True, False, False, True]
+    assert "grad_norm" not in docs[-1]["metrics"]
+
+
+@pytest.mark.parametrize(
+    ("losses", "trend"),
+    [
+        pytest.param([2.0 - 0.02 * i for i in range(50)], "down", id="down"),
+        pytest.param([1.0 + 0.02 * i for i in range(50)], "up", id="up"),
+        pytest.param([1.0 + 0.001 * (-1) ** i for i in range(50)], "flat", id="flat"),
+    ],
+)
+def test_the_loss_trend_compares_the_newer_and_older_halves(
+    losses: list[float], trend: str
+) -> None:
+    b = DocBuilder("r", "e")
+    docs = b.build(items(*((float(i), i, {"loss": v}) for i, v in enumerate(losses))), [])
+    assert "loss_trend" not in docs[0].get("flags", {})
+    assert docs[-1]["flags"]["loss_trend"] == trend
+
+
+def test_a_sample_attaches_once_to_the_next_step_and_lonely_samples_become_ticks() -> None:
+    b = DocBuilder("r", "e")
+    s1 = {"system": {"cpu_pct": 1.0}}
+    s2 = {"system": {"cpu_pct": 2.0}, "gpus": [{"index": 0, "util_pct": 50.0}]}
+    s3 = {"system": {"cpu_pct": 3.0}}
+    docs = b.build(items((1.0, 0, {"loss": 1.0})), [(0.5, s1)])
+    docs += b.build(items((5.0, 1, {"loss": 0.9})), [(2.0, s2), (3.0, s3)])
+    docs += b.build([], [(6.0, {"system": {"cpu_pct": 4.0}})])
+    docs += b.finish()
+    assert [(d["step"], d["metrics"] != {}, d.get("system", {}).get("cpu_pct")) for d in docs] == [
+        (0, True, 1.0),
+        (0, False, 2.0),  # s2: no step came before s3 was taken -> a tick at the last step
+        (1, True, 3.0),
+        (1, False, 4.0),  # after the last step, left at close
+    ]
+    assert [d["seq"] for d in docs] == [0, 1, 2, 3]
+    assert docs[1]["gpus"] == [{"index": 0, "util_pct": 50.0}]
+    assert [is_tick(d) for d in docs] == [False, True, False, True]
+
+
+# ---- shipping ------------------------------------------------------------------------------------
+def test_every_step_is_shipped_exactly_once_through_an_outage(tmp_path: Path) -> None:
+    sink = Collect()
+    steps = logger(sink, tmp_path)
+    for i in range(300):
+        steps.log_step(i, loss=1.0)
+    assert steps.flush(10)
+    sink.down = True
+    for i in range(300, 3000):
+        steps.log_step(i, loss=1.0)
+    deadline = time.monotonic() + 10
+    while spilled_count(tmp_path / "spill") == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert spilled_count(tmp_path / "spill") > 0  # the failed batch went to disk
+    sink.down = False
+    for i in range(3000, 5000):
+        steps.log_step(i, loss=1.0)
+    assert steps.flush(30)
+    steps.close()
+    seqs = [d["seq"] for d in sink.docs]
+    assert len(seqs) == 5000
+    assert sorted(seqs) == list(range(5000))
+    assert sorted(d["step"] for d in sink.docs) == list(range(5000))
+    assert seqs == sorted(seqs)  # spilled batches went first: order kept
+    assert steps.stats["sink_errors"] >= 1
+    assert not (tmp_path / "spill").exists()
+
+
+def test_a_store_down_through_close_leaves_the_steps_on_disk_for_later(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink = Collect()
+    sink.down = True
+    steps = logger(sink, tmp_path)
+    for i in range(1234):
+        steps.log_step(i, loss=0.5)
+    with caplog.at_level(logging.WARNING):
+        steps.close()
+    assert sink.docs == []
+    assert spilled_count(tmp_path / "spill") == 1234
+    assert "could not be shipped" in caplog.text
+    later = Collect()
+    assert ship_spilled(tmp_path / "spill", later, batch_size=500) == 1234
+    assert sorted(d["seq"] for d in later.docs) == list(range(1234))
+    assert not (tmp_path / "spill").exists()
+
+
+def test_ship_spilled_keeps_what_fails_and_raises(tmp_path: Path) -> None:
+    sink = Collect()
+    sink.down = True
+    steps = logger(sink, tmp_path)
+    for i in range(10):
+        steps.log_step(i, loss=0.5)
+    steps.close()
+    with pytest.raises(ConnectionError):
+        ship_spilled(tmp_path / "spill", sink)
+    assert spilled_count(tmp_path / "spill") == 10
+
+
+def test_a_new_logger_ships_what_an_earlier_one_left_and_numbers_after_it(tmp_path: Path) -> None:
+    sink = Collect()
+    sink.down = True
+    first = logger(sink, tmp_path)
+    for i in range(50):
+        first.log_step(i, loss=0.5)
+    first.close()
+    sink.down = False
+    second = logger(sink, tmp_path)
+    second.log_step(50, loss=0.5)
+    second.close()
+    assert sorted(d["seq"] for d in sink.docs) == list(range(51))
+
+
+def test_memory_stays_bounded_while_the_store_hangs(tmp_path: Path) -> None:
+    release = threading.Event()
+    got: list[dict[str, Any]] = []
+
+    def slow_sink(docs: list[dict[str, Any]]) -> None:
+        release.wait(30)
+        got.extend(docs)
+
+    steps = logger(slow_sink, tmp_path, max_buffered=1000)
+    steps.batch_size = 200
+    for i in range(20_000):
+        steps.log_step(i, loss=1.0)
+        if i % 2000 == 0:
+            time.sleep(0.06)
+    time.sleep(0.3)
+    assert steps._queued <= 1000 + 2000  # at most one conversion round above the bound
+    assert spilled_count(tmp_path / "spill") >= 15_000
+    release.set()
+    steps.close()
+    assert sorted(d["seq"] for d in got) == list(range(20_000))
+
+
+def test_log_step_never_waits_for_a_slow_store(tmp_path: Path) -> None:
+    def slow_sink(docs: list[dict[str, Any]]) -> None:
+        time.sleep(0.5)
+
+    steps = logger(slow_sink, tmp_path)
+    start = time.perf_counter()
+    for i in range(20_000):
+        steps.log_step(i, loss=1.0)
+    elapsed = time.perf_counter() - start
+    steps.close()
+    assert elapsed < 0.4  # 20k calls; the sink alone takes 0.5 s a batch
+
+
+def test_log_step_costs_a_few_microseconds_at_most(tmp_path: Path) -> None:
+    steps = logger(Collect(), tmp_path, flush_interval_s=60)
+    per_call = []
+    for _ in range(7):
+        start = time.perf_counter_ns()
+        for i in range(2000):
+            steps.log_step(i, loss=0.5)
+        per_call.append((time.perf_counter_ns() - start) / 2000)
+    steps.close()
+    assert statistics.median(per_call) < 5_000  # ns; ~0.5 µs here, generous for a busy CI
+
+
+def test_log_step_after_close_is_dropped_quietly(tmp_path: Path) -> None:
+    sink = Collect()
+    steps = logger(sink, tmp_path)
+    steps.close()
+    steps.log_step(1, loss=1.0)
+    steps.close()
+    assert sink.docs == []
+
+
+def test_a_failing_sampler_or_sink_never_reaches_the_training_thread(tmp_path: Path) -> None:
+    def broken(docs: list[dict[str, Any]]) -> None:
+        raise RuntimeError("bug in a sink")
+
+    steps = logger(broken, tmp_path, system_interval_s=0.01)
+    for i in range(100):
+        steps.log_step(i, loss=1.0)
+    steps.close()
+    assert spilled_count(tmp_path / "spill") >= 100
+
+
+def test_the_console_prints_the_line_and_a_final_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    steps = logger(Collect(), tmp_path, console=True, total_steps=100)
+    for i in range(100):
+        steps.log_step(i, loss=1.0 / (i + 1))
+        time.sleep(0.002)
+    steps.close()
+    err = capsys.readouterr().err
+    assert "step " in err
+    assert "/100 (" in err
+    assert err.rstrip().splitlines()[-1].startswith("done: 100 steps in ")
+
+
+# ---- exit paths (subprocesses: atexit and signals act on a whole interpreter) -----------------
+SCRIPT = textwrap.dedent(
+    """
+    import json, os, signal, sys, time
+    from pathlib import Path
+    from warehouse.live.steps import StepLogger
+
+    out = Path(sys.argv[1])
+    mode = sys.argv[2]
+
+    def sink(docs):
+        with open(out, "a") as f:
+            for d in docs:
+                f.write(json.dumps(d) + "\\n")
+
+    if mode == "chain":
+        def mine(signum, frame):
+            with open(str(out) + ".handler", "w") as f:
+                f.write("called")
+            sys.exit(7)
+        signal.signal(signal.SIGTERM, mine)
+
+    steps = StepLogger("r", "e", sink, out.parent / "spill", console=False, system_interval_s=0,
+                       flush_interval_s=60)
+    for i in range(5000):
+        steps.log_step(i, loss=0.1)
+    if mode == "exit":
+        sys.exit(0)  # no close(): atexit must flush
+    print("ready", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def run_script(tmp_path: Path, mode: str) -> tuple[subprocess.Popen[str], Path]:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    out = tmp_path / "steps.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(out), mode], stdout=subprocess.PIPE, text=True
+    )
+    return proc, out
+
+
+def shipped(out: Path) -> list[int]:
+    return sorted(json.loads(line)["seq"] for line in out.read_text().splitlines())
+
+
+def test_normal_interpreter_exit_flushes_through_atexit(tmp_path: Path) -> None:
+    proc, out = run_script(tmp_path, "exit")
+    assert proc.wait(60) == 0
+    assert shipped(out) == list(range(5000))
+
+
+def test_sigterm_flushes_then_the_process_still_dies_of_sigterm(tmp_path: Path) -> None:
+    proc, out = run_script(tmp_path, "sleep")
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == -signal.SIGTERM
+    assert shipped(out) == list(range(5000))
+
+
+def test_sigterm_chains_to_the_handler_installed_before(tmp_path: Path) -> None:
+    proc, out = run_script(tmp_path, "chain")
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 7
+    assert (tmp_path / "steps.jsonl.handler").read_text() == "called"
+    assert shipped(out) == list(range(5000))
+
+
+def test_no_sigterm_handler_is_installed_from_another_thread(tmp_path: Path) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    made: list[StepLogger] = []
+    thread = threading.Thread(target=lambda: made.append(logger(Collect(), tmp_path)))
+    thread.start()
+    thread.join()
+    assert signal.getsignal(signal.SIGTERM) == before
+    made[0].close()
+
+
+def test_close_restores_the_previous_sigterm_handler(tmp_path: Path) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    steps = logger(Collect(), tmp_path)
+    assert signal.getsignal(signal.SIGTERM) != before
+    steps.close()
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_iter_docs_reads_spilled_documents_in_order(tmp_path: Path) -> None:
+    sink = Collect()
+    sink.down = True
+    steps = logger(sink, tmp_path)
+    for i in range(7):
+        steps.log_step(i, loss=float(i))
+    steps.close()
+    docs = list(iter_docs(tmp_path / "spill"))
+    assert [d["step"] for d in docs] == list(range(7))
+    assert all(math.isfinite(d["metrics"]["loss"]) for d in docs)
+    assert os.listdir(tmp_path / "spill")
+
+
+def test_a_forked_child_ships_nothing_and_exits_cleanly(tmp_path: Path) -> None:
+    sink = Collect()
+    steps = logger(sink, tmp_path)
+    steps.log_step(0, loss=1.0)
+    with warnings.catch_warnings():  # 3.12+ warns about fork() with threads running
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: logs and exits through atexit, as a DataLoader worker might
+        steps.log_step(1, loss=1.0)
+        steps.close()
+        os._exit(0 if steps._closed else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    steps.log_step(2, loss=1.0)
+    steps.close()
+    assert [d["step"] for d in sink.docs] == [0, 2]

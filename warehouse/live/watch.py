@@ -1,0 +1,545 @@
+"""``warehouse watch -- COMMAND ...``: record a run from a program's output alone.
+
+The command runs as a child process. Its stdout and stderr are read as raw bytes (``os.read``
+on the pipes, one thread each) and written to ours at once, byte for byte — ``\\r`` progress
+bars included. Lines that may hold metrics (:mod:`warehouse.live.parsers`) are parsed;
+metric events become steps (:class:`StepAssembler`) logged through the run's step logger,
+which also samples the machine. The run is recorded through the recorder: config
+``{"command": argv, "cwd": ...}``, git of the cwd, final metrics = the last value seen of
+each metric (``val_*`` → split ``val``, ``test_*`` → ``test``, others → ``train``), status
+``completed`` on exit 0, ``failed`` otherwise, ``interrupted`` when it ended after a signal we
+forwarded. We exit with the child's code (killed by signal N → 128 + N).
+
+The child starts first and the run is opened while it runs, so recording adds next to
+nothing to its wall time. A Python child's output is unbuffered when our own stdout or
+stderr is a terminal (as it would be without us); with both redirected it keeps Python's
+default block buffering, exactly as when run directly. SIGTERM (and SIGINT, unless we share
+the terminal's foreground process group, where the terminal already sent it to the child)
+is forwarded to the child. A failing warehouse never fails the command (unless ``strict``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from warehouse.live.parsers import LineSplitter, MetricEvent, parse_line
+
+if TYPE_CHECKING:
+    from warehouse.recorder import ActiveRun
+    from warehouse.settings import Settings
+
+log = logging.getLogger(__name__)
+
+IDLE_FLUSH_S = 2.0
+READ_SIZE = 1 << 16
+DRAIN_TIMEOUT_S = 2.0
+QUEUE_CHUNKS = 256  # read chunks waiting for the parser (16 MiB at most)
+PIPE_BYTES = 1 << 20  # a roomy pipe: the child rarely waits for us
+NICE = 10
+SWITCH_INTERVAL_S = 0.0005  # hand the GIL back to the pass-through threads quickly
+
+Step = tuple[int, int | None, dict[str, float]]
+
+
+class CommandFailed(Exception):
+    """The watched command exited with a non-zero status or was killed (the run's error)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# events -> steps (pure)
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class StepAssembler:
+    """Turns metric events into steps ``(step, epoch, metrics)``; remembers the last values.
+
+    Step numbers: a JSON line's ``step`` as given; a progress bar's counter plus the size of
+    the bars before it (Keras restarts its batch counter every epoch, tqdm every bar), so the
+    series is global; a JSON ``epoch``-only line attaches to the last step seen (or is its own
+    step, numbered by the epoch, when no line gave steps). Events of the same step merge
+    until another step starts, the stream ends, or ``IDLE_FLUSH_S`` pass.
+    """
+
+    epoch: int | None = None
+    offset: int = 0
+    last_counter: int | None = None
+    last_total: int | None = None
+    last_step: int | None = None
+    auto_step: int = 0
+    pending_step: int | None = None
+    pending_epoch: int | None = None
+    pending_metrics: dict[str, float] = field(default_factory=dict)
+    pending_at: float = 0.0
+    latest: dict[str, float] = field(default_factory=dict)
+
+    def feed(self, event: MetricEvent, now: float = 0.0) -> list[Step]:
+        """Steps completed by this event (usually none or one)."""
+        if event.is_epoch_header:
+            self.epoch = event.epoch
+            self._new_bar()
+            return []
+        if not event.metrics:
+            return []
+        self.latest.update(event.metrics)
+        epoch = self.epoch
+        if event.step is not None:
+            step = event.step
+            epoch = event.epoch if event.epoch is not None else epoch
+        elif event.counter is not None:
+            restarted = self.last_counter is not None and event.counter < self.last_counter
+            # Keras may print batch counters slightly out of order within a bar; a new bar
+            # shows as a smaller counter with another total (or any smaller tqdm counter)
+            if restarted and (event.source == "tqdm" or event.total != self.last_total):
+                self._new_bar()
+            self.last_counter, self.last_total = event.counter, event.total
+            step = self.offset + event.counter
+        elif event.epoch is not None:
+            epoch = event.epoch
+            step = self.last_step if self.last_step is not None else event.epoch
+        else:  # an epoch summary with no counter (Keras 2.0 verbose=2)
+            if self.epoch is not None:
+                step = self.epoch
+            else:
+                self.auto_step += 1
+                step = self.auto_step
+        out: list[Step] = []
+        if self.pending_step is not None and self.pending_step != step:
+            out.append(self._take())
+        if self.pending_step is None:
+            self.pending_step, self.pending_epoch = step, epoch
+        elif epoch is not None:
+            self.pending_epoch = epoch
+        self.pending_metrics.update(event.metrics)
+        self.pending_at = now
+        self.last_step = step
+        return out
+
+    def flush_idle(self, now: float, idle_s: float = IDLE_FLUSH_S) -> list[Step]:
+        """The pending step, if nothing was added to it for ``idle_s`` seconds."""
+        if self.pending_step is not None and now - self.pending_at >= idle_s:
+            return [self._take()]
+        return []
+
+    def flush(self) -> list[Step]:
+        """The pending step, if any (at the end of the stream)."""
+        return [self._take()] if self.pending_step is not None else []
+
+    def final_metrics(self) -> dict[str, dict[str, float]]:
+        """The last value of every metric, by split: ``val_*`` → val, ``test_*`` → test."""
+        out: dict[str, dict[str, float]] = {}
+        for name, value in self.latest.items():
+            split, metric = "train", name
+            for prefix, target in (("val_", "val"), ("test_", "test")):
+                if name.startswith(prefix) and len(name) > len(prefix):
+                    split, metric = target, name[len(prefix) :]
+                    break
+            out.setdefault(split, {})[metric] = value
+        return out
+
+    def _new_bar(self) -> None:
+        if self.last_counter is not None:
+            done = self.last_counter
+            if self.last_total and self.last_counter <= self.last_total:
+                done = self.last_total
+            self.offset += done
+        self.last_counter = self.last_total = None
+
+    def _take(self) -> Step:
+        assert self.pending_step is not None
+        step = (self.pending_step, self.pending_epoch, self.pending_metrics)
+        self.pending_step, self.pending_epoch, self.pending_metrics = None, None, {}
+        return step
+
+
+# ---------------------------------------------------------------------------------------------
+# the watcher
+# ---------------------------------------------------------------------------------------------
+def _write_all(fd: int, data: bytes) -> bool:
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(fd, view)
+        except InterruptedError:
+            continue
+        except OSError:  # our stdout/stderr went away (closed pipe): keep draining the child
+            return False
+        view = view[written:]
+    return True
+
+
+class Watcher:
+    """Runs one command, passes its output through, and feeds the steps it prints to a run."""
+
+    def __init__(self, argv: Sequence[str], *, cwd: Path | None = None) -> None:
+        self.argv = list(argv)
+        self.cwd = cwd or Path.cwd()
+        self.assembler = StepAssembler()
+        self.steps_seen = 0
+        self.lines_parsed = 0
+        self._lock = threading.Lock()
+        self._log_step: Callable[[Step], None] | None = None
+        self._early: list[Step] = []
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._readers: list[threading.Thread] = []
+        self._parser: threading.Thread | None = None
+        self._chunks: queue.Queue[tuple[int, bytes | None]] = queue.Queue(maxsize=QUEUE_CHUNKS)
+        self.forwarded: int | None = None
+
+    # ---- the child ---------------------------------------------------------------------------
+    def start(self, out_fd: int = 1, err_fd: int = 2) -> None:
+        """Start the command with its output on pipes, the pass-through readers and the parser."""
+        env = dict(os.environ)
+        if _isatty(out_fd) or _isatty(err_fd):
+            env.setdefault("PYTHONUNBUFFERED", "1")
+        self._proc = subprocess.Popen(
+            self.argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=self.cwd,
+            bufsize=0,
+        )
+        pipes = ((self._proc.stdout, out_fd, "stdout"), (self._proc.stderr, err_fd, "stderr"))
+        self._parser = threading.Thread(
+            target=self._parse_loop, args=(len(pipes),), name="warehouse-watch-parse", daemon=True
+        )
+        self._parser.start()
+        for index, (pipe, fd, name) in enumerate(pipes):
+            assert pipe is not None
+            _grow_pipe(pipe.fileno())
+            thread = threading.Thread(
+                target=self._pump,
+                args=(pipe.fileno(), fd, index),
+                name=f"warehouse-watch-{name}",
+                daemon=True,
+            )
+            thread.start()
+            self._readers.append(thread)
+
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
+
+    def _pump(self, src: int, dst: int, index: int) -> None:
+        """Copy the child's bytes to ours at once; hand them to the parser afterwards."""
+        passing = True
+        chunks = self._chunks
+        while True:
+            try:
+                data = os.read(src, READ_SIZE)
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+            if not data:
+                break
+            if passing:
+                passing = _write_all(dst, data)
+            chunks.put((index, data))  # blocks only when the parser is far behind
+        chunks.put((index, None))
+
+    def _parse_loop(self, streams: int) -> None:
+        splitters = [LineSplitter(candidates_only=True) for _ in range(streams)]
+        open_streams = streams
+        while open_streams:
+            index, data = self._chunks.get()
+            try:
+                if data is None:
+                    open_streams -= 1
+                    lines = splitters[index].close()
+                else:
+                    lines = splitters[index].feed(data)
+                if lines:
+                    self._parse(lines)
+            except Exception:  # a parser bug must not stop the pass-through or the run
+                log.exception("warehouse watch: parsing the command's output failed")
+
+    def _parse(self, lines: list[str]) -> None:
+        events = []
+        for line in lines:
+            event = parse_line(line)
+            if event is not None:
+                events.append(event)
+        if not events:
+            return
+        now = time.monotonic()
+        with self._lock:
+            self.lines_parsed += len(events)
+            for event in events:
+                for step in self.assembler.feed(event, now):
+                    self._emit(step)
+
+    def _emit(self, step: Step) -> None:  # under self._lock
+        self.steps_seen += 1
+        if self._log_step is None:
+            self._early.append(step)
+        else:
+            self._log_step(step)
+
+    def attach(self, log_step: Callable[[Step], None]) -> None:
+        """Send steps to ``log_step`` from now on (steps seen before are sent first)."""
+        with self._lock:
+            for step in self._early:
+                log_step(step)
+            self._early.clear()
+            self._log_step = log_step
+
+    def wait(self) -> int:
+        """Wait for the child and its output; its exit status (``-N`` when killed by signal N)."""
+        assert self._proc is not None
+        while True:
+            try:
+                code = self._proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                with self._lock:
+                    for step in self.assembler.flush_idle(time.monotonic()):
+                        self._emit(step)
+        # a grandchild may keep the pipes open after the child exits: don't wait for it
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        for thread in self._readers:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if self._parser is not None and not any(t.is_alive() for t in self._readers):
+            self._parser.join()  # every byte read is parsed (a backlog of seconds at most)
+        with self._lock:
+            for step in self.assembler.flush():
+                self._emit(step)
+        return code
+
+    def forward(self, signum: int) -> None:
+        """Send ``signum`` to the child (if it still runs)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self.forwarded = signum
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.send_signal(signum)
+
+
+def _grow_pipe(fd: int) -> None:
+    """Ask Linux for a bigger pipe buffer (elsewhere, or when refused, keep the default)."""
+    setsize = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setsize is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, setsize, PIPE_BYTES)
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+def _in_terminal_foreground() -> bool:
+    """True when a Ctrl-C typed in our terminal reaches the child by itself."""
+    for fd in (0, 1, 2):
+        try:
+            return os.tcgetpgrp(fd) == os.getpgrp()
+        except OSError:
+            continue
+    return False
+
+
+def exit_code(status: int) -> int:
+    """A shell's exit code for a child status: N, or 128 + N when killed by signal N."""
+    return 128 - status if status < 0 else status
+
+
+def describe(status: int) -> str:
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return f"the command was killed by {name} (exit {exit_code(status)})"
+    return f"the command exited with status {status}"
+
+
+def default_experiment(argv: Sequence[str]) -> str:
+    """An experiment name from the command: the script's stem (``train.py`` → ``train``)."""
+    for arg in argv[1:]:
+        if arg.endswith(".py"):
+            return Path(arg).stem
+    if len(argv) >= 3 and argv[1] == "-m":
+        return argv[2].rsplit(".", 1)[-1]
+    return Path(argv[0]).name if argv else "watch"
+
+
+# ---------------------------------------------------------------------------------------------
+# the command
+# ---------------------------------------------------------------------------------------------
+def watch(
+    argv: Sequence[str],
+    *,
+    experiment: str | None = None,
+    total_steps: int | None = None,
+    primary_metric: str | None = None,
+    console: bool = False,
+    settings: Settings | None = None,
+    out_fd: int = 1,
+    err_fd: int = 2,
+    tune_process: bool = False,
+) -> int:
+    """Run ``argv``, record it as a run, return the exit code to leave with.
+
+    ``tune_process`` (the CLI sets it: the process does nothing else) lowers this process's
+    CPU priority once the command runs, so the command keeps the CPU first, and shortens the
+    GIL switch interval, so the pass-through threads are never kept waiting by the parser.
+    """
+    if not argv:
+        from warehouse.errors import ConfigurationError
+
+        raise ConfigurationError(
+            "warehouse watch needs a command to run, e.g. warehouse watch -- python train.py"
+        )
+    cwd = Path.cwd()
+    if tune_process:
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+    watcher = Watcher(argv, cwd=cwd)
+    watcher.start(out_fd, err_fd)  # FileNotFoundError / PermissionError: the caller reports
+    if tune_process:
+        with contextlib.suppress(OSError):
+            os.nice(NICE)  # after the start: the command keeps its own priority
+    restore = _forward_signals(watcher)
+    run: ActiveRun | None = None
+    try:
+        run = _open_run(
+            watcher, argv, cwd, experiment, total_steps, primary_metric, console, settings
+        )
+        if run is not None:
+            active = run
+
+            def log_step(step: Step) -> None:
+                active.log_step(step[0], step[1], **step[2])
+
+            watcher.attach(log_step)
+        status = watcher.wait()
+    finally:
+        restore()
+    if run is not None:
+        _close_run(run, watcher, status, primary_metric, settings)
+    return exit_code(status)
+
+
+def _open_run(
+    watcher: Watcher,
+    argv: Sequence[str],
+    cwd: Path,
+    experiment: str | None,
+    total_steps: int | None,
+    primary_metric: str | None,
+    console: bool,
+    settings: Settings | None,
+) -> ActiveRun | None:
+    from warehouse.recorder import start_run
+    from warehouse.settings import load
+
+    strict = False
+    try:
+        if settings is None:
+            settings = load(cli={"console": console})
+        elif console != settings.console:
+            settings = settings.model_copy(update={"console": console})
+        strict = settings.strict
+        name = experiment or settings.experiment or default_experiment(argv)
+        return start_run(
+            experiment=name,
+            config={"command": list(argv), "cwd": str(cwd)},
+            settings=settings,
+            cwd=cwd,
+            total_steps=total_steps,
+            primary_metric=primary_metric,
+        )
+    except Exception as exc:
+        if strict:
+            watcher.forward(signal.SIGTERM)
+            raise
+        log.warning(
+            "warehouse watch: cannot record this run (%s: %s); the command runs unrecorded",
+            type(exc).__name__,
+            exc,
+        )
+        return None
+
+
+def _close_run(
+    run: ActiveRun,
+    watcher: Watcher,
+    status: int,
+    primary_metric: str | None,
+    settings: Settings | None,
+) -> None:
+    from warehouse.models import PrimaryMetric, RunStatus
+
+    try:
+        for split, metrics in watcher.assembler.final_metrics().items():
+            run.log_metrics(split, metrics)
+        if primary_metric is None:
+            _pick_primary_alias(run, PrimaryMetric)
+        if status == 0:
+            run.end(RunStatus.COMPLETED)
+        elif watcher.forwarded is not None:
+            run.end(RunStatus.INTERRUPTED, CommandFailed(describe(status)))
+        else:
+            run.end(RunStatus.FAILED, CommandFailed(describe(status)))
+    except Exception as exc:
+        if settings is not None and settings.strict:
+            raise
+        log.warning(
+            "warehouse watch: recording the end of run %s failed (%s: %s)",
+            run.run_id,
+            type(exc).__name__,
+            exc,
+        )
+
+
+def _pick_primary_alias(run: ActiveRun, model: Any) -> None:
+    """Keras 3 says ``accuracy`` where the default primary metric says ``acc`` (and back)."""
+    pm = run.record.primary_metric
+    if pm is None or pm.metric in run.record.metrics.get(pm.split, {}):
+        return
+    aliases = {"acc": "accuracy", "accuracy": "acc"}
+    other = aliases.get(pm.metric)
+    if other and other in run.record.metrics.get(pm.split, {}):
+        run.record.primary_metric = model(
+            name=f"{pm.split}.{other}", split=pm.split, metric=other, direction=pm.direction
+        )
+
+
+def _forward_signals(watcher: Watcher) -> Callable[[], None]:
+    """Install SIGTERM/SIGINT/SIGHUP forwarding (main thread only); return the undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous: dict[int, Any] = {}
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGINT and _in_terminal_foreground():
+            return  # the terminal sent it to the child too; sending it twice breaks cleanups
+        watcher.forward(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):
+            previous[sig] = signal.signal(sig, handler)
+
+    def restore() -> None:
+        for sig, prev in previous.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(sig, prev)
+
+    return restore
+
+
+__all__ = ["CommandFailed", "StepAssembler", "Watcher", "default_experiment", "exit_code", "watch"]
