@@ -283,3 +283,30 @@ def test_eight_processes_recording_at_once_lose_nothing(home: Path) -> None:
     assert {d["status"] for d in docs} == {"completed"}
     assert {d["sample_counts"]["val"] for d in docs} == {50}
     assert json.dumps(docs)  # every record parsed whole
+
+
+def test_sigterm_records_the_run_as_interrupted_with_its_steps(tmp_path: Path, home: Path) -> None:
+    script = tmp_path / "terminated.py"
+    script.write_text(
+        textwrap.dedent("""
+        import os, signal, warehouse
+        run = warehouse.start_run(experiment="terminated", total_steps=100)
+        for step in range(10):
+            run.log_step(step, loss=1.0 / (step + 1))
+        print(run.run_id, flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+        import time; time.sleep(30)
+    """)
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    doc = stored(home, proc.stdout.strip())
+    assert doc["status"] == "interrupted"
+    assert doc["error"]["type"] == "_Terminated"
+    from warehouse.stores.base import StepRange
+
+    with LocalStore(home) as store:
+        steps = [s for s in store.steps(StepRange(run_id=doc["run_id"])) if s.get("metrics")]
+    assert [s["step"] for s in steps] == list(range(10))

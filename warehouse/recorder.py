@@ -12,6 +12,7 @@ keeping it in the outbox while a server is down. Policy lives here, once: metric
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import logging
@@ -19,8 +20,11 @@ import math
 import mimetypes
 import numbers
 import os
+import signal
+import threading
 import traceback
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -84,11 +88,20 @@ def start_run(
     settings: Settings | None = None,
     cwd: Path | None = None,
     total_steps: int | None = None,
+    tokens_per_step: float | None = None,
+    flops_per_token: float | None = None,
+    peak_flops: float | None = None,
+    system_per_step: bool = False,
 ) -> ActiveRun:
     """Open a run (status ``running``, recorded at once) and make it the current run.
 
     Use it as a context manager: leaving the block completes the run; an exception inside it
-    records status ``failed`` with the error and is re-raised.
+    records status ``failed`` with the error and is re-raised; SIGTERM records ``interrupted``.
+
+    The step options feed ``log_step``: ``total_steps`` gives the console line its ETA,
+    ``tokens_per_step`` gives tokens/s, with ``flops_per_token`` and ``peak_flops`` also MFU;
+    ``system_per_step`` samples the machine on every logged step instead of every
+    ``system_interval_s``.
     """
     if settings is None:
         from warehouse.settings import load
@@ -103,8 +116,19 @@ def start_run(
         direction=direction,
         baseline_error=baseline_error,
         cwd=cwd,
-        total_steps=total_steps,
+        steps=StepOptions(total_steps, tokens_per_step, flops_per_token, peak_flops, system_per_step),
     )
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """What the step logger needs beyond the steps themselves (see :func:`start_run`)."""
+
+    total_steps: int | None = None
+    tokens_per_step: float | None = None
+    flops_per_token: float | None = None
+    peak_flops: float | None = None
+    system_per_step: bool = False
 
 
 class Recorder:
@@ -159,6 +183,7 @@ class Recorder:
         cwd: Path | None = None,
         total_steps: int | None = None,
         hydra: tuple[list[str], dict[str, Any]] | None = None,
+        steps: StepOptions | None = None,
     ) -> ActiveRun:
         """Capture config, git and environment, write the ``running`` record, return the run."""
         from warehouse.capture.config import capture_config, hydra_info
@@ -204,12 +229,13 @@ class Recorder:
             self,
             record,
             baseline_error=s.baseline_error if baseline_error is None else baseline_error,
-            total_steps=total_steps,
+            steps=steps or StepOptions(total_steps=total_steps),
         )
         if diff:
             run.log_artifact(diff.encode("utf-8"), "git.diff", kind="git", content_type="text/x-diff")
             run.record.git.diff_uri = run.record.artifacts[-1].uri
         run.save()
+        run._watch_sigterm()
         _CURRENT.set(run)
         return run
 
@@ -245,12 +271,13 @@ class ActiveRun:
         record: Run,
         *,
         baseline_error: float = 0.0,
-        total_steps: int | None = None,
+        steps: StepOptions | None = None,
     ) -> None:
         self._recorder = recorder
         self.record = record
         self.baseline_error = baseline_error
-        self.total_steps = total_steps
+        self.step_options = steps or StepOptions()
+        self._previous_sigterm: Any = None
         self._outputs: dict[str, dict[str, str]] = {}  # split -> sample_id -> uri
         self._stale_splits: set[str] = set()  # samples written before some of their outputs
         self._steps: StepLogger | None = None
@@ -402,10 +429,13 @@ class ActiveRun:
         """Log training metrics of one step; cheap: the work happens on a background thread."""
         steps = self._steps
         if steps is None:
-            steps = self._steps = self._open_steps()
+            steps = self.open_steps()
         steps.log_step(step, epoch, **metrics)
 
-    def _open_steps(self) -> StepLogger:
+    def open_steps(self) -> StepLogger:
+        """Start the step logger (and its system sampler) now rather than at the first step."""
+        if self._steps is not None:
+            return self._steps
         from warehouse.live.steps import StepLogger
 
         store = self._recorder.store
@@ -417,16 +447,21 @@ class ActiveRun:
             if replicator is not None:
                 replicator.publish_steps(run_id, experiment, docs)
 
-        s = self.settings
-        return StepLogger(
+        s, o = self.settings, self.step_options
+        self._steps = StepLogger(
             run_id,
             experiment,
             sink,
             s.resolved_home / "spill" / run_id,
             console=s.console,
-            total_steps=self.total_steps,
+            total_steps=o.total_steps,
             system_interval_s=s.system_interval_s,
+            system_per_step=o.system_per_step,
+            tokens_per_step=o.tokens_per_step,
+            flops_per_token=o.flops_per_token,
+            peak_flops=o.peak_flops,
         )
+        return self._steps
 
     # life -------------------------------------------------------------------------------
     def heartbeat(self) -> None:
@@ -465,10 +500,40 @@ class ActiveRun:
             rec.duration_s = (rec.ended_at - rec.started_at).total_seconds()
             self.save()
         finally:
+            self._unwatch_sigterm()
             if _CURRENT.get() is self:
                 _CURRENT.set(None)
             self._recorder.close()
         return self.record
+
+    def _watch_sigterm(self) -> None:
+        """On SIGTERM, record ``interrupted`` (steps flushed), then let the signal go on."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
+        except ValueError:  # not the main interpreter
+            self._previous_sigterm = None
+
+    def _unwatch_sigterm(self) -> None:
+        if self._previous_sigterm is None:
+            return
+        with contextlib.suppress(ValueError):
+            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+                signal.signal(signal.SIGTERM, self._previous_sigterm)
+        self._previous_sigterm = None
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        previous = self._previous_sigterm
+        try:
+            self.end(RunStatus.INTERRUPTED, _Terminated("terminated by SIGTERM"))
+        except Exception:  # the run stays 'running'; never block the termination
+            log.exception("run %s: could not record the interruption", self.run_id)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
 
     def __enter__(self) -> Self:
         return self
@@ -555,7 +620,8 @@ class ActiveRun:
         self._stale_splits.clear()
 
 
-_SAMPLE_RESERVED = {"run_id", "experiment", "split", "recorded_at"}
+class _Terminated(Exception):
+    """The process received SIGTERM (recorded as the run's error)."""
 
 
 def normalise_sample_column(name: str) -> str:
