@@ -1,0 +1,363 @@
+"""The Elasticsearch store beyond the shared contract: templates, mapping robustness, errors.
+
+Runs against the session's Elasticsearch-API server (noida-db, or WAREHOUSE_TEST_ES_URL);
+each test works under its own index prefix.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from elastic_transport import ApiResponseMeta, HttpHeaders, NodeConfig
+from elasticsearch import (
+    AuthenticationException,
+    AuthorizationException,
+    BadRequestError,
+    Elasticsearch,
+    NotFoundError,
+    UnsupportedProductError,
+)
+
+from tests.servers import free_port
+from warehouse.errors import (
+    ConfigurationError,
+    InvalidRecord,
+    NotFound,
+    QuerySyntaxError,
+    StoreUnavailable,
+)
+from warehouse.models import Run
+from warehouse.settings import load
+from warehouse.stores.base import RunQuery, SampleQuery, StepRange
+from warehouse.stores.elastic import ElasticStore, map_error, public_url
+from warehouse.stores.elastic_templates import MAX_TYPED_PARAMS, export, templates
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def es(es_url: str, es_prefix: str) -> Iterator[ElasticStore]:
+    with ElasticStore(es_url, prefix=es_prefix) as store:
+        store.install()
+        yield store
+
+
+@pytest.fixture
+def raw(es_url: str) -> Iterator[Elasticsearch]:
+    with Elasticsearch(es_url) as client:
+        yield client
+
+
+def run_doc(experiment: str = "exp", acc: float | None = 0.9, **extra: Any) -> dict[str, Any]:
+    extra.setdefault("metrics", {"val": {"acc": acc}} if acc is not None else {})
+    return Run(experiment=experiment, **extra).to_doc()
+
+
+# templates ----------------------------------------------------------------------------------
+def test_committed_index_templates_equal_the_generated_ones(tmp_path: Path) -> None:
+    generated = {p.name: p.read_text() for p in export(tmp_path / "t")}
+    committed = {p.name: p.read_text() for p in (REPO / "index_templates").glob("*.json")}
+    assert committed == generated, "run 'warehouse export-templates' and commit the files"
+
+
+def test_templates_outrank_builtin_ones_and_never_overlap_each_other() -> None:
+    index = [t for t in templates("warehouse") if t.kind == "index"]
+    patterns = [p for t in index for p in t.body["index_patterns"]]
+    assert all(t.body["priority"] >= 500 for t in index)
+    assert len(set(patterns)) == len(patterns) == 3
+    assert not any(p.startswith(("logs-", "metrics-")) for p in patterns)
+
+
+def test_init_creates_everything_then_keeps_it(es_url: str, es_prefix: str) -> None:
+    with ElasticStore(es_url, prefix=es_prefix) as store:
+        assert set(store.template_status().values()) == {"missing"}
+        first = store.install()
+        second = store.install()
+        assert set(store.template_status().values()) == {"installed"}
+    assert {outcome for _, _, outcome in first[:6]} == {"created"}
+    assert [o for _, _, o in second if o not in ("kept",) and "first step" not in o] == []
+
+
+def test_writing_before_init_asks_for_warehouse_init(es_url: str, es_prefix: str) -> None:
+    with ElasticStore(es_url, prefix=es_prefix) as store, pytest.raises(ConfigurationError) as e:
+        store.write_runs([run_doc()])
+    assert "warehouse init" in str(e.value)
+    assert f"{es_prefix}-runs" in str(e.value)
+
+
+# mapping robustness ----------------------------------------------------------------------------
+def test_a_10000_key_config_indexes_and_later_runs_stay_searchable(es: ElasticStore) -> None:
+    config = {f"block{i // 100}": {f"key{i % 100}": i * 0.5} for i in range(10_000)}
+    params = {f"block{i // 100}.key{i % 100}": i * 0.5 for i in range(10_000)}
+    huge = run_doc("huge", 0.5, config=config, params=params)
+    es.write_runs([huge])
+    later = run_doc(
+        "later", None, metrics={"test": {"brand_new_metric": 0.7}}, params={"model.C": 2.0}
+    )
+    es.write_runs([later])
+
+    (back,) = es.search_runs(RunQuery(filter=f"run_id:{huge['run_id']}"))
+    assert back["params"] == params
+    assert back["config"] == config
+    assert len(back["params"]) > MAX_TYPED_PARAMS
+    found = es.search_runs(RunQuery(filter="metrics.test.brand_new_metric:>0.5"))
+    assert [r["run_id"] for r in found] == [later["run_id"]]
+    assert [
+        r.run["run_id"] for r in es.best_per_experiment("metrics.test.brand_new_metric", "max")
+    ] == [later["run_id"]]
+    assert [r["run_id"] for r in es.search_runs(RunQuery(filter="params.model.C:>=2"))] == [
+        later["run_id"]
+    ]
+    # a key kept beyond the typed ones is still found by exact value
+    last_key = sorted(params)[-1]
+    hits = es.search_runs(RunQuery(filter=f'params.{last_key}:"{params[last_key]}"'))
+    assert [r["run_id"] for r in hits] == [huge["run_id"]]
+
+
+def test_a_config_key_changing_type_never_rejects_a_run(es: ElasticStore) -> None:
+    runs = [
+        run_doc("a", 0.1, config={"lr": 0.1, "model": "x"}, params={"lr": 0.1, "model": "x"}),
+        run_doc(
+            "b",
+            0.2,
+            config={"lr": "auto", "model": {"depth": 3}},
+            params={"lr": "auto", "model.depth": 3},
+        ),
+        run_doc("c", 0.3, config={"lr": True}, params={"lr": True}),
+    ]
+    for doc in runs:
+        es.write_runs([doc])
+    back = {r["run_id"]: r for r in es.search_runs(RunQuery(limit=None))}
+    assert {r["run_id"]: r["params"] for r in runs} == {k: v["params"] for k, v in back.items()}
+    assert [r["run_id"] for r in es.search_runs(RunQuery(filter="params.lr:<1"))] == [
+        runs[0]["run_id"]
+    ]
+    assert len(es.search_runs(RunQuery(filter="params.model.depth:3"))) == 1
+    assert len(es.search_runs(RunQuery(filter="experiment:c"))) == 1
+
+
+def test_non_finite_floats_reach_elasticsearch_as_null(
+    es: ElasticStore, raw: Elasticsearch
+) -> None:
+    doc = run_doc(config={"lr": math.nan, "cap": math.inf}, params={"lr": math.nan})
+    es.write_runs([doc])
+    batch = pa.record_batch(
+        {
+            "sample_id": ["a", "b"],
+            "loss": [math.nan, 0.5],
+            "conf": pa.array([math.inf, 1.0], pa.float32()),
+        }
+    )
+    es.write_samples(doc["run_id"], "exp", "val", [batch])
+    es.write_steps(
+        doc["run_id"],
+        "exp",
+        [{"seq": 0, "step": 0, "@timestamp": doc["started_at"], "metrics": {"loss": -math.inf}}],
+    )
+    source = raw.get(index=f"{es.prefix}-runs", id=doc["run_id"]).body["_source"]
+    assert source["config"] == {"lr": None, "cap": None}
+    rows = {r["sample_id"]: r for r in es.search_samples(SampleQuery(doc["run_id"]))}
+    assert rows["a"]["loss"] is None
+    assert rows["a"]["conf"] is None
+    assert rows["b"]["loss"] == 0.5
+    (step,) = es.steps(StepRange(doc["run_id"]))
+    assert step["metrics"] == {"loss": None}
+
+
+# writes ---------------------------------------------------------------------------------------
+def test_an_older_copy_of_a_run_never_replaces_a_newer_one(es: ElasticStore) -> None:
+    doc = run_doc()
+    es.write_runs([{**doc, "status": "completed"}], versions=[200])
+    es.write_runs([{**doc, "status": "running"}], versions=[100])
+    es.write_runs([{**doc, "status": "completed"}], versions=[200])
+    (back,) = es.search_runs(RunQuery())
+    assert back["status"] == "completed"
+
+
+def test_steps_written_twice_are_stored_once(es: ElasticStore, raw: Elasticsearch) -> None:
+    steps = [
+        {
+            "seq": i,
+            "step": i * 10,
+            "@timestamp": "2026-01-01T00:00:00Z",
+            "metrics": {"loss": 1.0 / (i + 1)},
+        }
+        for i in range(5)
+    ]
+    es.write_steps("r1", "exp", steps[:3])
+    es.write_steps("r1", "exp", steps)
+    assert [s["seq"] for s in es.steps(StepRange("r1"))] == [0, 1, 2, 3, 4]
+    assert [s["seq"] for s in es.steps(StepRange("r1", after_seq=2, limit=1))] == [3]
+    assert raw.count(index=f"{es.prefix}-steps").body["count"] == 5
+
+
+def test_samples_beyond_one_page_stream_in_write_order(es: ElasticStore) -> None:
+    doc = run_doc()
+    es.write_runs([doc])
+    ids = [f"s{i:05d}" for i in range(12_345)][::-1]
+    batches = [
+        pa.record_batch(
+            {
+                "sample_id": ids[i : i + 5000],
+                "loss": [float(i + j) for j in range(len(ids[i : i + 5000]))],
+            }
+        )
+        for i in range(0, len(ids), 5000)
+    ]
+    assert es.write_samples(doc["run_id"], "exp", "val", batches) == len(ids)
+    streamed = [r["sample_id"] for r in es.search_samples(SampleQuery(doc["run_id"], limit=None))]
+    assert streamed == ids
+    worst = list(
+        es.search_samples(
+            SampleQuery(doc["run_id"], sort="loss", order="desc", limit=3, offset=10_000)
+        )
+    )
+    assert [r["loss"] for r in worst] == [2344.0, 2343.0, 2342.0]
+    assert es.write_samples(doc["run_id"], "exp", "val", [batches[0].slice(0, 10)]) == 10
+    assert len(list(es.search_samples(SampleQuery(doc["run_id"], limit=None)))) == 10
+
+
+def test_a_sample_value_the_mapping_cannot_take_is_reported(es: ElasticStore) -> None:
+    doc = run_doc()
+    es.write_runs([doc])
+    es.write_samples(
+        doc["run_id"], "exp", "val", [pa.record_batch({"sample_id": ["1"], "correct": [True]})]
+    )
+    bad = pa.record_batch({"sample_id": ["2"], "correct": ["perhaps"]})
+    with pytest.raises(InvalidRecord) as e:
+        es.write_samples(doc["run_id"], "exp", "test", [bad])
+    assert "correct" in str(e.value)
+    assert "warehouse sync" in str(e.value)
+
+
+# reads ----------------------------------------------------------------------------------------
+def test_an_unknown_filter_field_names_the_closest_known_ones(es: ElasticStore) -> None:
+    es.write_runs([run_doc()])
+    with pytest.raises(QuerySyntaxError) as e:
+        es.search_runs(RunQuery(filter="metrics.val.accuracy:>0.5"))
+    assert "metrics.val.acc" in str(e.value)
+
+
+def test_samples_of_an_unknown_run_are_not_found(es: ElasticStore) -> None:
+    with pytest.raises(NotFound):
+        list(es.search_samples(SampleQuery("no-such-run")))
+
+
+def test_the_test_server_reports_8x_yet_speaks_the_9_api(es: ElasticStore) -> None:
+    info = es.server_info()
+    assert es.server_version == info["version"]["number"]
+
+
+# construction, connection and errors ------------------------------------------------------
+def test_from_settings_is_offline_and_unreachable_is_store_unavailable(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    # construction is offline: nothing listens on that port, and nothing fails yet
+    store = ElasticStore.from_settings(load(cli={"home": tmp_path, "es_url": url}))
+    with store, pytest.raises(StoreUnavailable) as e:
+        store.write_runs([run_doc()])
+    text = str(e.value)
+    assert url in text
+    assert "connection refused" in text
+    assert "warehouse sync" in text
+
+
+def test_credentials_never_appear_in_messages(tmp_path: Path) -> None:
+    url = f"http://alice:s3cret@127.0.0.1:{free_port()}"
+    settings = load(cli={"home": tmp_path, "es_url": url, "es_api_key": "k3y-value"})
+    with ElasticStore.from_settings(settings) as store, pytest.raises(StoreUnavailable) as e:
+        store.search_runs(RunQuery())
+    assert "s3cret" not in str(e.value)
+    assert "k3y-value" not in str(e.value)
+    assert public_url(url) == url.replace("alice:s3cret@", "")
+
+
+def _meta(status: int) -> ApiResponseMeta:
+    return ApiResponseMeta(status, "1.1", HttpHeaders(), 0.01, NodeConfig("http", "es", 9200))
+
+
+def test_401_asks_for_credentials() -> None:
+    exc = AuthenticationException(
+        "security_exception",
+        _meta(401),
+        {"error": {"type": "security_exception", "reason": "unable to authenticate user [bob]"}},
+    )
+    error = map_error(exc, "http://es:9200", doing="write runs", writing=True)
+    assert isinstance(error, ConfigurationError)
+    assert "WAREHOUSE_ES_API_KEY" in str(error)
+    assert "WAREHOUSE_ES_USERNAME" in str(error)
+
+
+def test_403_names_the_missing_privilege() -> None:
+    reason = (
+        "action [indices:data/write/bulk[s]] is unauthorized for user [bob] with roles "
+        "[viewer] on indices [warehouse-runs-000001], this action is granted by the index "
+        "privileges [create_doc,create,index,write,all]"
+    )
+    exc = AuthorizationException(
+        "security_exception",
+        _meta(403),
+        {
+            "error": {
+                "root_cause": [{"type": "security_exception", "reason": reason}],
+                "type": "security_exception",
+                "reason": reason,
+            }
+        },
+    )
+    error = map_error(exc, "http://es:9200", doing="write runs", writing=True)
+    assert isinstance(error, ConfigurationError)
+    assert "indices:data/write/bulk" in str(error)
+    assert "create_doc,create,index,write" in str(error)
+
+
+def test_an_8x_server_is_reported_as_unsupported() -> None:
+    exc = BadRequestError(
+        "media_type_header_exception",
+        _meta(400),
+        {
+            "error": {
+                "type": "media_type_header_exception",
+                "reason": "Invalid media-type value on headers [Accept, Content-Type]",
+            }
+        },
+    )
+    error = map_error(exc, "http://es:9200", doing="connect")
+    assert isinstance(error, ConfigurationError)
+    assert "9.x" in str(error)
+
+
+def test_a_server_that_is_not_elasticsearch_is_named() -> None:
+    exc = UnsupportedProductError("not es", _meta(200), {})
+    assert "not Elasticsearch" in str(map_error(exc, "http://x:9200", doing="connect"))
+
+
+def test_a_missing_index_suggests_warehouse_init() -> None:
+    exc = NotFoundError(
+        "index_not_found_exception",
+        _meta(404),
+        {"error": {"type": "index_not_found_exception", "reason": "no such index [team-runs]"}},
+    )
+    error = map_error(exc, "http://es:9200", doing="search runs")
+    assert isinstance(error, ConfigurationError)
+    assert "warehouse init" in str(error)
+    assert "team-runs" in str(error)
+
+
+def test_no_client_exception_escapes_the_store(es: ElasticStore) -> None:
+    with pytest.raises(QuerySyntaxError):
+        es.search_runs(RunQuery(filter="experiment:(a OR"))
+    es.write_runs([run_doc()])
+    with pytest.raises(QuerySyntaxError):
+        es.search_runs(RunQuery(filter="metrics.val.acc:high"))
+
+
+def test_index_template_files_are_valid_json_with_meta() -> None:
+    for path in (REPO / "index_templates").glob("*.json"):
+        body = json.loads(path.read_text())
+        assert body["_meta"]["managed_by"] == "results-warehouse", path

@@ -1,0 +1,263 @@
+"""The durable outbox: records wait while Elasticsearch/S3 are down and ship exactly once after.
+
+Real servers only: a private noida-db the tests stop and start, the session's noida-db (or
+WAREHOUSE_TEST_ES_URL) for the rest, and the session's S3 server for objects.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import multiprocessing
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from elasticsearch import Elasticsearch
+
+from tests.servers import NoidaServer, S3Server
+from warehouse.errors import StoreUnavailable
+from warehouse.models import Run
+from warehouse.outbox import Outbox, Replicator
+from warehouse.settings import Settings, load
+from warehouse.stores.elastic import ElasticStore, init_elasticsearch
+
+
+def settings_for(url: str, prefix: str, **extra: Any) -> Settings:
+    return load(cli={"es_url": url, "index_prefix": prefix, "system_interval_s": 0, **extra})
+
+
+@pytest.fixture
+def es_settings(es_url: str, es_prefix: str, home: Path) -> Settings:
+    settings = settings_for(es_url, es_prefix)
+    init_elasticsearch(settings)
+    return settings
+
+
+@pytest.fixture
+def replicator(es_settings: Settings) -> Iterator[Replicator]:
+    rep = Replicator(es_settings)
+    yield rep
+    rep.close()
+
+
+def count(url: str, index: str, **term: str) -> int:
+    with Elasticsearch(url) as client:
+        client.indices.refresh(index=index)
+        query = {"term": term} if term else {"match_all": {}}
+        return int(client.count(index=index, query=query).body["count"])
+
+
+def ids(url: str, index: str, run_id: str) -> list[str]:
+    with Elasticsearch(url) as client:
+        hits = client.search(
+            index=index, query={"term": {"run_id": run_id}}, size=1000, source=False
+        ).body["hits"]["hits"]
+    return sorted(h["_id"] for h in hits)
+
+
+def test_a_run_recorded_while_es_is_down_ships_exactly_once_after_sync(
+    private_es: NoidaServer, home: Path
+) -> None:
+    import warehouse
+
+    settings = settings_for(private_es.url, "wh")  # nothing listens there yet
+    started = time.monotonic()
+    with warehouse.start_run("resnet", {"lr": 0.1, "depth": 18}, settings=settings) as run:
+        run.log_metrics("train", {"acc": 0.99})
+        run.log_metrics("val", {"acc": 0.91})
+        run.log_samples("val", [{"sample_id": str(i), "loss": i / 10} for i in range(40)])
+        for step in range(6):
+            run.log_step(step, loss=1.0 / (step + 1))
+    assert time.monotonic() - started < 30, "an unreachable server must not stall the job"
+    kinds = {e.kind for e in Outbox(home / "outbox").pending()}
+    assert {"run", "samples", "steps"} <= kinds
+    assert all(
+        "connection refused" in (e.last_error or "connection refused")
+        for e in Outbox(home / "outbox").pending()
+    )
+
+    private_es.start()
+    init_elasticsearch(settings)
+    for _ in range(2):  # a second sync finds nothing and changes nothing
+        rep = Replicator(settings)
+        report = rep.drain()
+        rep.close()
+        assert report.complete, [(e.describe(), r) for e, r in report.failed]
+        assert Outbox(home / "outbox").count() == 0
+        assert ids(private_es.url, "wh-runs", run.run_id) == [run.run_id]
+        assert count(private_es.url, "wh-samples", run_id=run.run_id) == 40
+        assert ids(private_es.url, "wh-samples", run.run_id) == sorted(
+            f"{run.run_id}:val:{i}" for i in range(40)
+        )
+        assert ids(private_es.url, "wh-steps", run.run_id) == sorted(
+            f"{run.run_id}:{seq}" for seq in range(6)
+        )
+    with ElasticStore(private_es.url, prefix="wh") as store:
+        from warehouse.stores.base import RunQuery
+
+        (doc,) = store.search_runs(RunQuery())
+    assert doc["status"] == "completed"
+    assert doc["metrics"]["val"]["acc"] == 0.91
+
+
+def test_a_document_es_rejects_is_kept_with_the_reason(
+    replicator: Replicator, caplog: pytest.LogCaptureFixture
+) -> None:
+    doc = Run(experiment="x").to_doc()
+    doc["duration_s"] = "slow"  # a double field: Elasticsearch refuses the document
+    with caplog.at_level(logging.WARNING, logger="warehouse.outbox"):
+        replicator.publish_run(doc)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "warehouse sync" in warnings[0].getMessage()
+    (entry,) = replicator.outbox.pending()
+    assert "duration_s" in (entry.last_error or "")
+    assert entry.last_error_type == "InvalidRecord"
+    report = replicator.drain()
+    assert report.shipped == 0
+    assert "duration_s" in report.failed[0][1]
+    assert replicator.outbox.count() == 1  # still there, not dropped
+
+
+def test_publishing_the_same_run_twice_stores_it_once(
+    replicator: Replicator, es_url: str, es_settings: Settings
+) -> None:
+    doc = Run(experiment="x", metrics={"val": {"acc": 0.5}}).to_doc()
+    replicator.publish_run(doc)
+    replicator.publish_run(doc)
+    index = f"{es_settings.index_prefix}-runs"
+    assert ids(es_url, index, doc["run_id"]) == [doc["run_id"]]
+
+
+def test_a_stale_copy_shipped_late_never_replaces_the_newer_run(
+    replicator: Replicator, es_url: str, es_settings: Settings
+) -> None:
+    doc = Run(experiment="x").to_doc()
+    replicator.outbox.add("run", {"doc": doc})  # queued while "running" ...
+    with ElasticStore.from_settings(es_settings) as store:  # ... then the finished run lands
+        store.write_runs([{**doc, "status": "completed"}])
+    report = replicator.drain()
+    assert report.complete
+    assert replicator.outbox.count() == 0
+    with Elasticsearch(es_url) as client:
+        stored = client.get(index=f"{es_settings.index_prefix}-runs", id=doc["run_id"]).body
+    assert stored["_source"]["status"] == "completed"
+
+
+def test_older_entries_ship_first_on_the_next_publish(
+    replicator: Replicator, es_url: str, es_settings: Settings
+) -> None:
+    old = [Run(experiment="x").to_doc() for _ in range(3)]
+    for doc in old:
+        replicator.outbox.add("run", {"doc": doc})
+    new = Run(experiment="x").to_doc()
+    replicator.publish_run(new)
+    assert replicator.outbox.count() == 0
+    assert count(es_url, f"{es_settings.index_prefix}-runs") == 4
+
+
+def test_while_es_stays_down_publish_queues_fast_and_warns_once(
+    home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.servers import free_port
+
+    rep = Replicator(settings_for(f"http://127.0.0.1:{free_port()}", "wh"))
+    with caplog.at_level(logging.WARNING):
+        rep.publish_run(Run(experiment="x").to_doc())
+        started = time.monotonic()
+        for seq in range(5):
+            rep.publish_steps("r", "x", [{"seq": seq, "step": seq, "@timestamp": "2026-01-01"}])
+        assert time.monotonic() - started < 1.0
+    rep.close()
+    assert rep.outbox.count() == 6
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
+
+
+def test_strict_mode_raises_but_keeps_the_record(home: Path) -> None:
+    from tests.servers import free_port
+
+    rep = Replicator(settings_for(f"http://127.0.0.1:{free_port()}", "wh", strict=True))
+    with pytest.raises(StoreUnavailable, match="outbox"):
+        rep.publish_run(Run(experiment="x").to_doc())
+    rep.close()
+    assert rep.outbox.count() == 1
+
+
+def test_entries_are_json_lines_without_nan(tmp_path: Path) -> None:
+    outbox = Outbox(tmp_path / "outbox")
+    entry = outbox.add("steps", {"run_id": "r", "steps": [{"seq": 0, "loss": math.nan}]})
+    text = entry.path.read_text()
+    assert text.count("\n") == 1
+    assert "NaN" not in text
+    assert json.loads(text)["payload"]["steps"][0]["loss"] is None
+
+
+def _add_many(folder: str, worker: int) -> None:
+    outbox = Outbox(Path(folder))
+    for n in range(40):
+        outbox.add("run", {"doc": {"run_id": f"{worker}-{n}", "experiment": "x"}})
+
+
+def test_eight_processes_adding_at_once_lose_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "outbox"
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_add_many, args=(str(folder), w)) for w in range(8)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(60)
+        assert process.exitcode == 0
+    entries = Outbox(folder).pending()
+    assert sorted(e.payload["doc"]["run_id"] for e in entries) == sorted(
+        f"{w}-{n}" for w in range(8) for n in range(40)
+    )
+    assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_unreadable_entry_is_reported_and_the_rest_ship(
+    replicator: Replicator, es_url: str, es_settings: Settings
+) -> None:
+    replicator.outbox.folder.mkdir(parents=True, exist_ok=True)
+    (replicator.outbox.folder / "00000000000000000001-1-deadbeef.json").write_text("{not json")
+    replicator.outbox.add("run", {"doc": Run(experiment="x").to_doc()})
+    report = replicator.drain()
+    assert report.shipped == 1
+    assert len(report.failed) == 1
+    assert "unreadable" in report.failed[0][1]
+
+
+def test_local_only_settings_need_no_replicator(home: Path) -> None:
+    assert Replicator.from_settings(load()) is None
+
+
+def test_objects_wait_for_s3_and_upload_after(
+    home: Path, s3_server: S3Server, s3_bucket: str, tmp_path: Path
+) -> None:
+    import hashlib
+
+    from tests.servers import free_port
+
+    payload = b"model weights"
+    source = tmp_path / "model.bin"
+    source.write_bytes(payload)
+    digest = hashlib.sha256(payload).hexdigest()
+    env = s3_server.settings_env(s3_bucket)
+    down = {
+        "s3_url": env["WAREHOUSE_S3_URL"],
+        "s3_region": env["WAREHOUSE_S3_REGION"],
+        "s3_access_key_id": env["WAREHOUSE_S3_ACCESS_KEY_ID"],
+        "s3_secret_access_key": env["WAREHOUSE_S3_SECRET_ACCESS_KEY"],
+    }
+    rep = Replicator(load(cli={**down, "s3_endpoint": f"http://127.0.0.1:{free_port()}"}))
+    rep.publish_object("exp/r1/artifacts/model.bin", source, "application/octet-stream", digest)
+    rep.close()
+    assert rep.outbox.count() == 1
+    rep = Replicator(load(cli={**down, "s3_endpoint": env["WAREHOUSE_S3_ENDPOINT"]}))
+    assert rep.drain().complete
+    rep.close()
+    key = "warehouse/exp/r1/artifacts/model.bin"
+    assert s3_server.admin.get_object(Bucket=s3_bucket, Key=key)["Body"].read() == payload

@@ -1,0 +1,591 @@
+"""ElasticStore: the store contract on Elasticsearch (official ``elasticsearch`` 9.x client).
+
+Translation only: records become documents (``elastic_bulk``), queries become DSL
+(``elastic_query``), client errors become ours at one border (``elastic_errors``, through
+``_map_errors``); templates, aliases and the steps data stream come from ``elastic_templates``
+and ``elastic_admin`` (`warehouse init`). Writes are idempotent by ``_id``: runs are indexed
+with ``version_type=external_gte`` and a nanosecond version (a late copy never overwrites a
+newer one), a split's samples are deleted and rewritten, steps are created by ``run_id:seq``
+(one written again replaces the stored one). Runs and steps are written with
+``refresh=wait_for``, samples refreshed once at the end: "record, then query" sees the record.
+A server that answers the 9.x client's first request is accepted whatever version it reports
+(an 8.x refuses its ``compatible-with=9`` headers; noida-db says 8.15.3 and speaks the 9 API).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Self
+
+import pyarrow as pa
+from elasticsearch import Elasticsearch
+
+from warehouse.errors import (
+    ConfigurationError,
+    InvalidRecord,
+    NotFound,
+    QuerySyntaxError,
+    WarehouseError,
+)
+from warehouse.query import lucene
+from warehouse.stores import elastic_bulk as bulk
+from warehouse.stores import elastic_query as eq
+from warehouse.stores.base import (
+    Direction,
+    ExperimentBest,
+    RunQuery,
+    SampleQuery,
+    StepRange,
+)
+from warehouse.stores.elastic_errors import (
+    CLIENT_ERRORS,
+    map_error,
+    not_initialised,
+    public_url,
+    quiet_transport_logs,
+)
+from warehouse.stores.elastic_templates import KINDS, Kind, index_names
+
+if TYPE_CHECKING:
+    from warehouse.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MAX_EXPERIMENTS = 10_000
+_TIE_CANDIDATES = 10  # best runs fetched per experiment; ties among them settled client-side
+WRITE_TIMEOUT_S = 120.0  # bulk chunks and delete_by_query may take longer than a search
+_FIELDS_TTL_S = 30.0
+_DEFAULT_SORT = (("started_at", "desc"),)  # as the local store
+_SAMPLE_DEFAULTS = ("sample_id",)  # what a bare term searches in a sample filter
+
+
+class ElasticStore:
+    """Runs, samples and steps in Elasticsearch: ``{prefix}-runs``, ``-samples``, ``-steps``.
+
+    ``ElasticStore("http://localhost:9200", prefix="team-a")`` or an ``Elasticsearch`` client;
+    :meth:`from_settings` for the configured one. Construction never touches the network.
+    """
+
+    def __init__(
+        self,
+        client_or_url: Elasticsearch | str,
+        *,
+        prefix: str = "warehouse",
+        steps_retention: str = "90d",
+        client_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if isinstance(client_or_url, str):
+            self._client: Elasticsearch | None = None
+            self.url = client_or_url
+        else:
+            self._client = client_or_url
+            node = next(iter(client_or_url.transport.node_pool.all())).config
+            self.url = f"{node.scheme}://{node.host}:{node.port}{node.path_prefix}"
+        self._options = dict(client_options or {})
+        self.prefix = prefix
+        self.steps_retention = steps_retention
+        self.names = index_names(prefix)
+        self._lock = threading.Lock()
+        self._info: dict[str, Any] | None = None
+        self._ready: set[Kind] = set()
+        self._fields: dict[Kind, tuple[float, dict[str, str]]] = {}
+        self.server_version: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ElasticStore:
+        """The store ``settings`` describe (URL, credentials, TLS, prefix); offline."""
+        if not settings.es_url:
+            raise ConfigurationError(
+                "the store is elasticsearch but no URL is set: set WAREHOUSE_ES_URL "
+                "(e.g. http://localhost:9200) or es_url in warehouse.toml"
+            )
+        options: dict[str, Any] = {
+            "request_timeout": settings.es_timeout_s,
+            "verify_certs": settings.es_verify_certs,
+        }
+        if settings.es_api_key is not None:
+            options["api_key"] = settings.es_api_key.get_secret_value()
+        elif settings.es_username:
+            password = settings.es_password.get_secret_value() if settings.es_password else ""
+            options["basic_auth"] = (settings.es_username, password)
+        if not settings.es_verify_certs:
+            options["ssl_show_warn"] = False  # asked for explicitly; no warning per request
+        if settings.es_ca_certs is not None:
+            options["ca_certs"] = str(settings.es_ca_certs)
+        if settings.es_fingerprint:
+            options["ssl_assert_fingerprint"] = settings.es_fingerprint
+        return cls(
+            settings.es_url,
+            prefix=settings.index_prefix,
+            steps_retention=settings.steps_retention,
+            client_options=options,
+        )
+
+    # connection ----------------------------------------------------------------------------
+    @property
+    def client(self) -> Elasticsearch:
+        """The client, created and version-checked on first use."""
+        with self._lock:
+            if self._client is None:
+                options = {
+                    "max_retries": 3,
+                    "retry_on_status": (429, 502, 503, 504),
+                    "retry_on_timeout": True,
+                    "retry_backoff_base": 0.25,
+                    "retry_backoff_cap": 4.0,
+                    **self._options,
+                }
+                if not self.url.startswith("https:"):
+                    for key in (
+                        "ca_certs",
+                        "ssl_assert_fingerprint",
+                        "verify_certs",
+                        "ssl_show_warn",
+                    ):
+                        options.pop(key, None)
+                quiet_transport_logs()
+                try:
+                    self._client = Elasticsearch(self.url, **options)
+                except ValueError as exc:
+                    raise ConfigurationError(
+                        f"invalid Elasticsearch connection settings for "
+                        f"{public_url(self.url)}: {exc}"
+                    ) from None
+            client = self._client
+        if self._info is None:
+            self._info = self._read_info(client)  # raw errors: the caller's _map_errors maps them
+        return client
+
+    def server_info(self) -> dict[str, Any]:
+        """``GET /`` of the server: version, cluster name (raises if unsupported/unreachable)."""
+        with self._map_errors("connect"):
+            self.client  # noqa: B018 - connects and reads the info once
+        assert self._info is not None
+        return self._info
+
+    def _read_info(self, client: Elasticsearch) -> dict[str, Any]:
+        info = dict(client.info().body)
+        number = str(info.get("version", {}).get("number", "?"))
+        if not number.split(".")[0].isdigit() or int(number.split(".")[0]) < 9:
+            # A real 8.x refuses the 9 client's compatible-with=9 headers (400 on this very
+            # request); a server that answers speaks the 9 API whatever number it reports.
+            log.debug("server reports version %s but accepts API version 9; using it", number)
+        self.server_version = number
+        return info
+
+    @contextlib.contextmanager
+    def _map_errors(self, doing: str, *, writing: bool = False) -> Iterator[None]:
+        """Turn every client/transport error inside the block into a warehouse error."""
+        try:
+            yield
+        except WarehouseError:
+            raise
+        except CLIENT_ERRORS as exc:
+            raise map_error(exc, self.url, doing=doing, writing=writing) from exc
+
+    # writes --------------------------------------------------------------------------------
+    def write_runs(
+        self, docs: Sequence[dict[str, Any]], *, versions: Sequence[int] | None = None
+    ) -> None:
+        """Index run documents by ``run_id``; ``versions`` (default: now in ns) order copies."""
+        if not docs:
+            return
+        now = time.time_ns()
+        stamps = list(versions) if versions is not None else [now] * len(docs)
+        items = [
+            bulk.action(
+                "index",
+                self.names["runs"],
+                str(doc["run_id"]),
+                version=stamp,
+                version_type="external_gte",
+            )
+            + bulk.encode(bulk.run_source(doc))
+            + b"\n"
+            for doc, stamp in zip(docs, stamps, strict=True)
+        ]
+        with self._map_errors("write runs", writing=True):
+            self._ensure_ready("runs")
+            writer = self.client.options(request_timeout=WRITE_TIMEOUT_S)
+            result = bulk.send(writer, items, refresh="wait_for")
+        self._raise_rejected(result, "run", len(items))
+
+    def write_samples(
+        self, run_id: str, experiment: str, split: str, batches: Iterable[pa.RecordBatch]
+    ) -> int:
+        """Replace the samples of ``run_id``/``split``; stream the batches; return the count."""
+        index = self.names["samples"]
+        recorded_at = dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
+        result = bulk.BulkResult()
+        rows = 0
+        with self._map_errors("write samples", writing=True):
+            self._ensure_ready("samples")
+            client = self.client.options(request_timeout=WRITE_TIMEOUT_S)
+            client.delete_by_query(
+                index=index,
+                query={
+                    "bool": {"filter": [{"term": {"run_id": run_id}}, {"term": {"split": split}}]}
+                },
+                refresh=True,
+                conflicts="proceed",
+                wait_for_completion=True,
+            )
+            for batch in batches:
+                bulk.check_batch(batch, run_id, split)
+                if not len(batch):
+                    continue
+                try:
+                    items = bulk.sample_items(
+                        batch, index, run_id, experiment, split, recorded_at, rows
+                    )
+                except pa.ArrowException as exc:
+                    raise InvalidRecord(
+                        f"samples of run {run_id} split {split!r} cannot be encoded ({exc}); "
+                        "give each column one plain type (numbers, text, booleans, times)"
+                    ) from None
+                result.add(bulk.send(client, items))
+                rows += len(batch)
+            client.indices.refresh(index=index)
+        self._raise_rejected(result, "sample", rows)
+        return rows
+
+    def write_steps(self, run_id: str, experiment: str, steps: Sequence[dict[str, Any]]) -> None:
+        """Store step documents ``run_id:seq``; a step written again replaces the old one.
+
+        A data stream takes only ``create``; a ``seq`` already there is overwritten in the
+        backing index that holds it, so the last write wins as in the local store.
+        """
+        if not steps:
+            return
+        stream = self.names["steps"]
+        docs = [
+            (f"{run_id}:{int(s['seq'])}", {**s, "run_id": run_id, "experiment": experiment})
+            for s in steps
+        ]
+        with self._map_errors("write steps", writing=True):
+            self._ensure_ready("steps")
+            writer = self.client.options(request_timeout=WRITE_TIMEOUT_S)
+            result = bulk.send(writer, bulk.item_lines("create", stream, docs), refresh="wait_for")
+            if result.conflicts:
+                again = [
+                    bulk.action("index", backing, docs[number][0])
+                    + bulk.encode(docs[number][1])
+                    + b"\n"
+                    for number, backing in result.conflicts
+                ]
+                result.add(bulk.send(writer, again, refresh="wait_for"))
+        self._raise_rejected(result, "step", len(docs))
+
+    def _ensure_ready(self, kind: Kind) -> None:
+        """Fail with 'run warehouse init' before writing where init never ran (checked once)."""
+        if kind in self._ready:
+            return
+        client = self.client
+        name = self.names[kind]
+        present = (
+            client.indices.exists_index_template(name=name).body
+            if kind == "steps"
+            else client.indices.exists_alias(name=name).body
+        )
+        if not present:
+            raise not_initialised(self.url, name)
+        self._ready.add(kind)
+
+    def _raise_rejected(self, result: bulk.BulkResult, what: str, total: int) -> None:
+        if not result.rejected:
+            return
+        first_id, first = result.rejected[0]
+        if "index_not_found" in first or "no such index" in first:
+            raise not_initialised(self.url, self.prefix + "-*")
+        raise InvalidRecord(
+            f"Elasticsearch at {public_url(self.url)} rejected {len(result.rejected)} of "
+            f"{total} {what} document(s); first: {first_id}: {first}. The index mapping "
+            "disagrees with the record; fix the record (or the mapping) and run "
+            "'warehouse sync'",
+            items=[f"{i}: {r}" for i, r in result.rejected[:20]],
+        )
+
+    # reads ---------------------------------------------------------------------------------
+    def search_runs(self, query: RunQuery) -> list[dict[str, Any]]:
+        """Run documents matching ``query``, sorted (default: newest first), at most ``limit``."""
+        lucene.parse(query.filter)  # syntax errors first, even on an empty index
+        limit = eq.check_limit(query.limit)
+
+        def build(columns: dict[str, str]) -> dict[str, Any]:
+            sort = []
+            for name, order in query.sort or _DEFAULT_SORT:
+                what = "sort field" if query.sort else ""
+                field = self._params_field(name, columns)
+                if (
+                    eq.check_sort(
+                        field, order, columns | {field: "text"} if field != name else columns, what
+                    )
+                    is None
+                ):
+                    continue
+                sort.append(
+                    {field: {"order": order, "missing": "_last", "unmapped_type": "keyword"}}
+                )
+            if all("run_id" not in clause for clause in sort):
+                sort.append({"run_id": {"order": "asc"}})
+            query_dsl = eq.to_query(query.filter, columns, lucene.DEFAULT_FIELDS)
+            return {"query": query_dsl, "sort": sort}
+
+        body = self._build("runs", build)
+        if body is None:
+            return []
+        if query.fields is not None:
+            includes = list(query.fields)
+            includes += [
+                eq.EXTRA + f[len("params") :]
+                for f in includes
+                if f == "params" or f.startswith("params.")
+            ]
+            body["_source"] = {"includes": includes}
+        return [bulk.run_from_source(hit["_source"]) for hit in self._hits("runs", body, limit, 0)]
+
+    def best_per_experiment(
+        self, metric: str, direction: Direction, filter: str | None = None
+    ) -> list[ExperimentBest]:
+        """Each experiment's best run by ``metric``, best first (ties: ended_at, run_id)."""
+        if direction not in ("max", "min"):
+            raise QuerySyntaxError(f"direction {direction!r} is neither 'max' nor 'min'")
+        order = "desc" if direction == "max" else "asc"
+        lucene.parse(filter)
+
+        def build(columns: dict[str, str]) -> dict[str, Any]:
+            kind = columns.get(metric)
+            if kind is None:
+                numeric = [k for k, v in columns.items() if v == lucene.NUMBER]
+                raise lucene.unknown_field(metric, numeric, "metric")
+            if kind != lucene.NUMBER:
+                raise QuerySyntaxError(
+                    f"metric {metric} holds {kind} values, not numbers; rank by a numeric "
+                    "field such as metrics.val.acc",
+                    field=metric,
+                )
+            return {"size": 0, "query": eq.to_query(filter, columns, lucene.DEFAULT_FIELDS)}
+
+        body = self._build("runs", build)
+        if body is None:
+            return []
+        sort = [
+            {metric: {"order": order}},
+            {"ended_at": {"order": "asc", "missing": "_last"}},
+            {"run_id": {"order": "asc"}},
+        ]
+        body["aggs"] = {
+            "experiments": {
+                "terms": {"field": "experiment", "size": MAX_EXPERIMENTS, "order": {"best": order}},
+                "aggs": {
+                    "best": {direction: {"field": metric}},
+                    # only runs that have the metric: ranking never meets a missing value
+                    "scored": {
+                        "filter": {"exists": {"field": metric}},
+                        "aggs": {"top": {"top_hits": {"size": _TIE_CANDIDATES, "sort": sort}}},
+                    },
+                },
+            }
+        }
+        with self._map_errors("rank experiments"):
+            answer = self.client.search(index=self.names["runs"], **body).body
+        agg = answer["aggregations"]["experiments"]
+        if agg.get("sum_other_doc_count"):
+            log.warning("more than %d experiments: the leaderboard is cut", MAX_EXPERIMENTS)
+        sign = -1.0 if direction == "max" else 1.0
+
+        def rank(run: dict[str, Any]) -> tuple[Any, ...]:
+            value = eq.path(run, metric)
+            score = sign * float(value) if isinstance(value, int | float) else math.inf
+            ended = run.get("ended_at")
+            return (score, ended is None, eq.instant(ended), run.get("run_id", ""))
+
+        rows = []
+        for bucket in agg["buckets"]:
+            hits = bucket["scored"]["top"]["hits"]["hits"]
+            if bucket["best"]["value"] is None or not hits:
+                continue
+            # ties on the score are settled here, as the local store does (ended_at, run_id)
+            run = min((bulk.run_from_source(h["_source"]) for h in hits), key=rank)
+            rows.append(
+                ExperimentBest(
+                    str(bucket["key"]), float(eq.path(run, metric)), run, int(bucket["doc_count"])
+                )
+            )
+        rows.sort(key=lambda r: (sign * r.score, *rank(r.run)[1:]))
+        return rows
+
+    def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:
+        """A run's sample rows (one split or all), sorted, from ``offset``, at most ``limit``."""
+        lucene.parse(query.filter)
+        limit = eq.check_limit(query.limit)
+        if query.offset < 0:
+            raise QuerySyntaxError(f"offset {query.offset} is negative; use 0 or more")
+        self._require_run(query.run_id, "samples")
+
+        def build(columns: dict[str, str]) -> dict[str, Any]:
+            must: list[dict[str, Any]] = [{"term": {"run_id": query.run_id}}]
+            if query.split is not None:
+                must.append({"term": {"split": query.split}})
+            if query.filter:
+                must.append(eq.to_query(query.filter, columns, _SAMPLE_DEFAULTS))
+            if query.sort is not None:
+                eq.check_sort(query.sort, query.order, columns, "sample column")
+                sort: list[Any] = [
+                    {query.sort: {"order": query.order, "missing": "_last"}},
+                    {"sample_id": {"order": "asc"}},
+                    {"split": {"order": "asc"}},
+                ]
+            else:
+                sort = [{"split": {"order": "asc"}}, {bulk.ROW_FIELD: {"order": "asc"}}]
+            return {
+                "query": {"bool": {"filter": must}},
+                "sort": sort,
+                "_source": {"excludes": [bulk.ROW_FIELD]},
+            }
+
+        body = self._build("samples", build)
+        if body is None:
+            return iter(())
+        return (hit["_source"] for hit in self._hits("samples", body, limit, query.offset))
+
+    def steps(self, query: StepRange) -> Iterator[dict[str, Any]]:
+        """A run's steps in ``seq`` order, after ``after_seq``, at most ``limit``."""
+        limit = eq.check_limit(query.limit)
+        self._require_run(query.run_id, "steps")
+        body: dict[str, Any] = {
+            "query": {
+                "bool": {
+                    "filter": [
+                        {"term": {"run_id": query.run_id}},
+                        {"range": {"seq": {"gt": query.after_seq}}},
+                    ]
+                }
+            },
+            "sort": [{"seq": {"order": "asc"}}],
+        }
+        if query.fields is not None:
+            body["_source"] = {"includes": list(query.fields)}
+        if not self._exists("steps"):
+            return iter(())  # the stream is created by the first step written
+        return (hit["_source"] for hit in self._hits("steps", body, limit, 0))
+
+    # read helpers --------------------------------------------------------------------------
+    def columns(self, kind: Kind, *, fresh: bool = False) -> dict[str, str]:
+        """``{dotted.field: lucene kind}`` of every field the index has mapped (cached 30 s)."""
+        cached = self._fields.get(kind)
+        if cached and not fresh and time.monotonic() - cached[0] < _FIELDS_TTL_S:
+            return cached[1]
+        with self._map_errors(f"read the {kind} mapping"):
+            answer = self.client.indices.get_mapping(index=self.names[kind]).body
+        columns = eq.kinds(answer)
+        columns.pop(bulk.ROW_FIELD, None)
+        self._fields[kind] = (time.monotonic(), columns)
+        return columns
+
+    def _build(
+        self, kind: Kind, build: Callable[[dict[str, str]], dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """``build(columns)``; on a field error, retried with a fresh mapping; None if empty."""
+        try:
+            return build(self.columns(kind))
+        except QuerySyntaxError:
+            try:
+                return build(self.columns(kind, fresh=True))
+            except QuerySyntaxError:
+                if self._count(kind) == 0:
+                    return None  # nothing recorded yet: no answer rather than a field error
+                raise
+
+    def _params_field(self, name: str, columns: Mapping[str, str]) -> str:
+        if name.startswith("params.") and name not in columns and eq.EXTRA in columns:
+            return eq.EXTRA + name[len("params") :]
+        return name
+
+    def _count(self, kind: Kind, **term: str) -> int:
+        query = {"term": term} if term else {"match_all": {}}
+        with self._map_errors(f"count {kind}"):
+            return int(self.client.count(index=self.names[kind], query=query).body["count"])
+
+    def _exists(self, kind: Kind) -> bool:
+        with self._map_errors(f"look for {self.names[kind]}"):
+            return bool(self.client.indices.exists(index=self.names[kind]).body)
+
+    def _require_run(self, run_id: str, kind: Kind) -> None:
+        """NotFound unless the run or some of its ``kind`` records exist."""
+        if self._count("runs", run_id=run_id):
+            return
+        if (kind == "samples" or self._exists(kind)) and self._count(kind, run_id=run_id):
+            return
+        raise NotFound(
+            f"no run {run_id!r} in Elasticsearch at {public_url(self.url)} "
+            f"({self.names['runs']}); list runs with 'warehouse query runs'",
+            run_id=run_id,
+        )
+
+    def _hits(
+        self, kind: Kind, body: dict[str, Any], limit: int | None, offset: int
+    ) -> Iterator[dict[str, Any]]:
+        """Hits of a sorted search (one request when small, else point in time + search_after)."""
+        if limit == 0:
+            return iter(())
+        with self._map_errors(f"search {kind}"):
+            client = self.client
+        return eq.hits(
+            client,
+            self.names[kind],
+            body,
+            limit,
+            offset,
+            lambda: self._map_errors(f"search {kind}"),
+        )
+
+    # admin ---------------------------------------------------------------------------------
+    def install(self) -> list[tuple[str, str, str]]:
+        """Install/update templates, the aliased first indices and the steps stream.
+
+        Returns ``(what, name, outcome)`` rows, outcome ``created``/``updated``/``kept``.
+        """
+        from warehouse.stores.elastic_admin import install
+
+        with self._map_errors("install templates"):
+            rows = install(self.client, self.prefix, self.steps_retention)
+        self._ready.clear()
+        self._fields.clear()
+        return rows
+
+    def template_status(self) -> dict[str, str]:
+        """``{template name: installed|outdated|missing}``."""
+        from warehouse.stores.elastic_admin import template_status
+
+        with self._map_errors("read templates"):
+            return template_status(self.client, self.prefix, self.steps_retention)
+
+    def close(self) -> None:
+        """Close the connections (the client is recreated if the store is used again)."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+        self._info = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def init_elasticsearch(settings: Settings) -> list[tuple[str, str, str]]:
+    """`warehouse init`'s Elasticsearch step: ``(what, name, outcome)`` rows."""
+    with ElasticStore.from_settings(settings) as store:
+        return store.install()
+
+
+__all__ = ["KINDS", "ElasticStore", "init_elasticsearch", "map_error", "public_url"]
