@@ -310,3 +310,12 @@ def test_sigterm_records_the_run_as_interrupted_with_its_steps(tmp_path: Path, h
     with LocalStore(home) as store:
         steps = [s for s in store.steps(StepRange(run_id=doc["run_id"])) if s.get("metrics")]
     assert [s["step"] for s in steps] == list(range(10))
+
+
+def test_non_finite_sample_values_are_stored_as_missing(home: Path) -> None:
+    rows = [{"sample_id": 1, "loss": float("nan")}, {"sample_id": 2, "loss": float("inf")}, {"sample_id": 3, "loss": 0.5}]
+    with warehouse.start_run(experiment="e") as run:
+        run.log_samples("val", rows)
+    with LocalStore(home) as store:
+        got = {r["sample_id"]: r["loss"] for r in store.search_samples(SampleQuery(run_id=run.run_id, split="val"))}
+    assert got == {"1": None, "2": None, "3": 0.5}

@@ -578,6 +578,7 @@ class ActiveRun:
             batch = batch.set_column(
                 names.index("sample_id"), "sample_id", batch.column("sample_id").cast(pa.string())
             )
+            batch = _nan_to_null(batch)
             if "output" in names:
                 batch = self._store_inline_outputs(split, batch)
             outputs = self._outputs.get(split)
@@ -696,6 +697,22 @@ def _batch_from_rows(rows: list[Mapping[str, Any]]) -> pa.RecordBatch:
         return pa.RecordBatch.from_pylist([dict(r) for r in rows])
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise InvalidRecord(f"sample rows have inconsistent column types: {exc}") from None
+
+
+def _nan_to_null(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """NaN/±inf sample values become missing, so every store answers the same (JSON has no NaN)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = list(batch.columns)
+    changed = False
+    for i, column in enumerate(columns):
+        if pa.types.is_floating(column.type) and column.null_count < len(column):
+            bad = pc.invert(pc.is_finite(column))
+            if pc.any(bad).as_py():
+                columns[i] = pc.if_else(bad, pa.scalar(None, column.type), column)
+                changed = True
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema) if changed else batch
 
 
 def _with_output_uris(batch: pa.RecordBatch, outputs: Mapping[str, str]) -> pa.RecordBatch:
