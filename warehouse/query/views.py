@@ -21,7 +21,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
 from warehouse.errors import ConfigurationError, NotFound, QuerySyntaxError
-from warehouse.models import decompose, infer_direction, parse_metric_path
+from warehouse.models import Decomposition, decompose, infer_direction, parse_metric_path
 from warehouse.stores.base import Direction, Order, RunQuery, SampleQuery, StepRange, Store
 
 Interval = Literal["day", "week", "month"]
@@ -307,15 +307,7 @@ def leaderboard(
     ]
 
 
-DECOMPOSITION_KEYS = (
-    "baseline_error",
-    "train_error",
-    "val_error",
-    "test_error",
-    "avoidable_bias",
-    "variance",
-    "dev_overfit",
-)
+DECOMPOSITION_KEYS = tuple(Decomposition.model_fields)
 
 
 def decomposition(

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from warehouse.models import Decomposition
+
 TEMPLATE_VERSION = 1
 """Bumped whenever a template body changes; `warehouse init` updates older installs."""
 
@@ -172,18 +174,7 @@ def _runs_mappings() -> dict[str, Any]:
                 }
             },
             "decomposition": {
-                "properties": {
-                    name: {"type": "double"}
-                    for name in (
-                        "baseline_error",
-                        "train_error",
-                        "val_error",
-                        "test_error",
-                        "avoidable_bias",
-                        "variance",
-                        "dev_overfit",
-                    )
-                }
+                "properties": {name: {"type": "double"} for name in Decomposition.model_fields}
             },
             "artifacts": {
                 "properties": {
