@@ -171,7 +171,7 @@ def test_a_digit_becomes_a_64px_grayscale_png_with_dark_ink(train: ModuleType) -
 def test_a_single_run_records_metrics_params_samples_and_png_outputs(
     tmp_path: Path, home: Path
 ) -> None:
-    proc = run_app(tmp_path, "model=svm", "model.C=5")
+    proc = run_app(tmp_path, "model=svm", "model.C=5", "outputs.save=misclassified")
     assert proc.returncode == 0, proc.stderr
     [doc] = runs(home)
     assert doc["status"] == "completed"
@@ -188,6 +188,7 @@ def test_a_single_run_records_metrics_params_samples_and_png_outputs(
     assert doc["params"]["data.train_fraction"] == 1.0
     assert doc["config"]["model"]["kernel"] == "rbf"
     assert "model.C=5" in doc["overrides"]
+    assert "outputs.save=misclassified" in doc["overrides"]
     assert doc["git"]["commit"]  # run from the repository root
     assert doc["sample_counts"] == {"val": 359, "test": 360}
 

@@ -261,3 +261,22 @@ def test_objects_wait_for_s3_and_upload_after(
     rep.close()
     key = "warehouse/exp/r1/artifacts/model.bin"
     assert s3_server.admin.get_object(Bucket=s3_bucket, Key=key)["Body"].read() == payload
+
+
+def test_with_s3_alone_records_stay_local_and_only_objects_ship(
+    home: Path, s3_server: S3Server, s3_bucket: str
+) -> None:
+    import warehouse
+
+    env = s3_server.settings_env(s3_bucket)
+    settings = load(cli={k.removeprefix("WAREHOUSE_").lower(): v for k, v in env.items()})
+    assert settings.store_engine == "local"
+    with warehouse.start_run(experiment="s3only", settings=settings) as run:
+        run.log_metrics("val", {"acc": 0.5})
+        uri = run.log_output("val", 1, b"png-bytes", content_type="image/png")
+        run.log_samples("val", [{"sample_id": 1}])
+    assert uri.startswith(env["WAREHOUSE_S3_URL"])
+    rep = Replicator.from_settings(settings)
+    assert rep is not None
+    assert rep.outbox.count() == 0  # nothing waits for an Elasticsearch that is not configured
+    rep.close()

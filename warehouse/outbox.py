@@ -247,17 +247,25 @@ class Replicator:
         return cls(settings)
 
     # the recorder's calls -----------------------------------------------------------------
+    @property
+    def ships_records(self) -> bool:
+        """Whether records go to Elasticsearch (with S3 alone, only objects are shipped)."""
+        return self.settings.store_engine == "elasticsearch"
+
     def publish_run(self, doc: dict[str, Any]) -> None:
         """Queue and ship a run document already written to the local store."""
-        self._publish("run", {"doc": doc})
+        if self.ships_records:
+            self._publish("run", {"doc": doc})
 
     def publish_samples(self, run_id: str, experiment: str, split: str) -> None:
         """Queue and ship a split whose rows are in the local store."""
-        self._publish("samples", {"run_id": run_id, "experiment": experiment, "split": split})
+        if self.ships_records:
+            self._publish("samples", {"run_id": run_id, "experiment": experiment, "split": split})
 
     def publish_steps(self, run_id: str, experiment: str, steps: list[dict[str, Any]]) -> None:
         """Queue and ship steps already appended to the local steps file."""
-        self._publish("steps", {"run_id": run_id, "experiment": experiment, "steps": steps})
+        if self.ships_records:
+            self._publish("steps", {"run_id": run_id, "experiment": experiment, "steps": steps})
 
     def publish_object(
         self, key: str, local_path: Path, content_type: str | None, sha256: str

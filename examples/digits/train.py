@@ -3,7 +3,8 @@
 It owns the whole experiment: a fixed, stratified train/val/test split of sklearn's bundled
 8x8 digit images (no download), one model family per config group option
 (``model=logreg|svm|knn|random_forest|mlp``), accuracy and log loss per split, per-sample
-results for val and test, and the misclassified validation images as PNG model outputs.
+results for val and test, and the validation images (all, or only the misclassified ones:
+``outputs.save``) as PNG model outputs.
 
     python examples/digits/train.py model=svm model.C=3
     python examples/digits/train.py -m model=logreg,svm,knn data.train_fraction=0.25,0.5,1.0
@@ -182,9 +183,9 @@ def main(cfg: DictConfig) -> dict[str, dict[str, float]]:
         if run is None or name == "train":
             continue
         rows = sample_rows(split, proba)
-        if name == "val" and cfg.outputs.save_misclassified:
+        if name == "val" and cfg.outputs.save in ("all", "misclassified"):
             for row, pixels in zip(rows, split.x, strict=True):
-                if not row["correct"]:
+                if cfg.outputs.save == "all" or not row["correct"]:
                     run.log_output(
                         name,
                         row["sample_id"],
