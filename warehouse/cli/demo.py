@@ -105,6 +105,20 @@ def sweep_command(app: Path, sweep_dir: Path) -> list[str]:
     ]
 
 
+def _set_up_servers(settings: Settings) -> None:
+    """Install the Elasticsearch templates and the S3 bucket first (idempotent, as `init`).
+
+    Without them the demo's records would wait in the outbox for a `warehouse init`.
+    """
+    from warehouse.cli.ops import INIT_STEPS
+    from warehouse.output import info
+
+    for part, wanted, step in INIT_STEPS:
+        if part != "Kibana" and wanted(settings):
+            changed = [row for row in step(settings) if row[2] not in ("kept", "unchanged")]
+            info(f"{part}: set up ({len(changed)} change(s)); 'warehouse init' does the same")
+
+
 def run_demo(settings: Settings, *, verbose: bool = False) -> None:
     """Run the sweep into ``settings``' warehouse, check its runs, print where they went."""
     import os
@@ -115,6 +129,7 @@ def run_demo(settings: Settings, *, verbose: bool = False) -> None:
 
     app = find_example()
     check_example_dependencies()
+    _set_up_servers(settings)
     home = settings.resolved_home
     scratch = home / "tmp"
     scratch.mkdir(parents=True, exist_ok=True)
