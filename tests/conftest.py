@@ -6,7 +6,6 @@ Real servers (Elasticsearch-API and S3) come from ``tests/servers.py`` as sessio
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ pytest_plugins = ["tests.servers"]
 
 
 @pytest.fixture(autouse=True)
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """No WAREHOUSE_* / AWS_* leaks in or out; WAREHOUSE_HOME is a fresh tmp folder."""
     for key in list(os.environ):
         if key.startswith(("WAREHOUSE_", "AWS_")) and not key.startswith("WAREHOUSE_TEST_"):
@@ -23,7 +22,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, s
     home = tmp_path / "warehouse-home"
     monkeypatch.setenv("WAREHOUSE_HOME", str(home))
     monkeypatch.setenv("WAREHOUSE_CONSOLE", "0")
-    yield {"WAREHOUSE_HOME": str(home)}
+    return {"WAREHOUSE_HOME": str(home)}
 
 
 @pytest.fixture

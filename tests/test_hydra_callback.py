@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from warehouse.stores.base import RunQuery, SampleQuery
+from warehouse.stores.base import RunQuery
 from warehouse.stores.local import LocalStore
 
 APP = Path(__file__).parent / "apps" / "tiny" / "app.py"

@@ -53,7 +53,7 @@ def test_the_python_example_runs(home: Path, tmp_path: Path) -> None:
 
     os.chdir(tmp_path)
     try:
-        exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+        exec(compile(block, "README.md", "exec"), namespace)
     finally:
         os.chdir(cwd)
     run = namespace["run"]

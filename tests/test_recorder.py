@@ -229,7 +229,10 @@ def test_artifacts_keep_uri_size_and_sha256(home: Path, tmp_path: Path) -> None:
     assert ref.size_bytes == 4096
     assert ref.sha256 == hashlib.sha256(model.read_bytes()).hexdigest()
     doc = stored(home, run.run_id)
-    assert {a["name"] for a in doc["artifacts"] if a["kind"] == "artifacts"} == {"model.bin", "metrics.json"}
+    assert {a["name"] for a in doc["artifacts"] if a["kind"] == "artifacts"} == {
+        "model.bin",
+        "metrics.json",
+    }
     assert Path(urlparse(ref.uri).path).read_bytes() == model.read_bytes()
 
 
@@ -313,9 +316,16 @@ def test_sigterm_records_the_run_as_interrupted_with_its_steps(tmp_path: Path, h
 
 
 def test_non_finite_sample_values_are_stored_as_missing(home: Path) -> None:
-    rows = [{"sample_id": 1, "loss": float("nan")}, {"sample_id": 2, "loss": float("inf")}, {"sample_id": 3, "loss": 0.5}]
+    rows = [
+        {"sample_id": 1, "loss": float("nan")},
+        {"sample_id": 2, "loss": float("inf")},
+        {"sample_id": 3, "loss": 0.5},
+    ]
     with warehouse.start_run(experiment="e") as run:
         run.log_samples("val", rows)
     with LocalStore(home) as store:
-        got = {r["sample_id"]: r["loss"] for r in store.search_samples(SampleQuery(run_id=run.run_id, split="val"))}
+        got = {
+            r["sample_id"]: r["loss"]
+            for r in store.search_samples(SampleQuery(run_id=run.run_id, split="val"))
+        }
     assert got == {"1": None, "2": None, "3": 0.5}

@@ -55,13 +55,17 @@ def test_an_unset_cli_flag_never_beats_env(project: Path, monkeypatch: pytest.Mo
     assert load(cli={"primary_metric": None}, cwd=project).primary_metric == "val.env"
 
 
-def test_es_url_selects_the_elasticsearch_store(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_es_url_selects_the_elasticsearch_store(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("WAREHOUSE_ES_URL", "http://127.0.0.1:9")
     assert load(cwd=project).store_engine == "elasticsearch"
     assert load(cli={"store": "local"}, cwd=project).store_engine == "local"
 
 
-def test_default_home_is_at_the_git_root_not_the_cwd(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_home_is_at_the_git_root_not_the_cwd(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("WAREHOUSE_HOME")
     sub = project / "outputs" / "2026-11-21" / "job"
     sub.mkdir(parents=True)
@@ -75,13 +79,17 @@ def test_unknown_setting_in_the_config_file_names_it(project: Path) -> None:
         load(cwd=project)
 
 
-def test_invalid_value_is_a_configuration_error(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_invalid_value_is_a_configuration_error(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("WAREHOUSE_DIRECTION", "sideways")
     with pytest.raises(ConfigurationError, match="direction"):
         load(cwd=project)
 
 
-def test_secrets_are_not_shown_in_the_settings_repr(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_secrets_are_not_shown_in_the_settings_repr(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("WAREHOUSE_ES_PASSWORD", "hunter2-very-secret")
     s = load(cwd=project)
     assert "hunter2" not in repr(s)

@@ -47,19 +47,41 @@ __all__ = sorted([*_EXPORTS, "__version__"])
 if TYPE_CHECKING:
     from warehouse.errors import (
         BackendUnavailable as BackendUnavailable,
+    )
+    from warehouse.errors import (
         ConfigurationError as ConfigurationError,
+    )
+    from warehouse.errors import (
         InvalidRecord as InvalidRecord,
+    )
+    from warehouse.errors import (
         NotFound as NotFound,
+    )
+    from warehouse.errors import (
         ObjectStoreUnavailable as ObjectStoreUnavailable,
+    )
+    from warehouse.errors import (
         QuerySyntaxError as QuerySyntaxError,
+    )
+    from warehouse.errors import (
         StoreUnavailable as StoreUnavailable,
+    )
+    from warehouse.errors import (
         SyncIncomplete as SyncIncomplete,
+    )
+    from warehouse.errors import (
         WarehouseError as WarehouseError,
     )
     from warehouse.models import (
         ArtifactRef as ArtifactRef,
+    )
+    from warehouse.models import (
         Run as Run,
+    )
+    from warehouse.models import (
         RunStatus as RunStatus,
+    )
+    from warehouse.models import (
         SampleResult as SampleResult,
     )
     from warehouse.objects import (
@@ -67,16 +89,24 @@ if TYPE_CHECKING:
     )
     from warehouse.recorder import (
         ActiveRun as ActiveRun,
+    )
+    from warehouse.recorder import (
         Recorder as Recorder,
+    )
+    from warehouse.recorder import (
         current_run as current_run,
+    )
+    from warehouse.recorder import (
         log_step as log_step,
+    )
+    from warehouse.recorder import (
         start_run as start_run,
     )
     from warehouse.settings import (
         Settings as Settings,
     )
     from warehouse.settings import (
-        load as load_settings,
+        load as load_settings,  # noqa: F401 - re-exported lazily under this name
     )
     from warehouse.stores import (
         open_store as open_store,

@@ -28,6 +28,7 @@ process with the error (``SystemExit``), which Hydra does not swallow.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,13 +38,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
+from typing_extensions import override  # typing.override needs Python 3.12
 
 log = logging.getLogger(__name__)
-
-try:  # Python 3.12+
-    from typing import override
-except ImportError:  # pragma: no cover - 3.11
-    from typing_extensions import override
 
 
 class WarehouseCallback(Callback):
@@ -80,7 +77,7 @@ class WarehouseCallback(Callback):
             from warehouse.recorder import Recorder
 
             overrides, meta = hydra_info(settings.redact_patterns)
-            task_cfg = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
+            task_cfg = OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"])
             experiment = _job_value(config, "experiment") or self.experiment
             experiment = experiment or meta.get("job_name") or "default"
             self._run = Recorder(settings).start_run(
@@ -108,10 +105,8 @@ class WarehouseCallback(Callback):
                 status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
                 run.end(status, error if isinstance(error, BaseException) else None)
         except Exception as exc:
-            try:
+            with contextlib.suppress(Exception):  # the first error is the one to report
                 run.end("failed", exc)
-            except Exception:  # noqa: S110 - the first error is the one to report
-                pass
             self._fail("could not record the run's end", exc, run.settings)
 
     def _settings(self) -> Any:

@@ -119,7 +119,7 @@ class PrimaryMetric(BaseModel):
 
 
 class Decomposition(BaseModel):
-    """Bias/variance after *Machine Learning Yearning*; error = 1 − score, or the loss itself."""
+    """Bias/variance after *Machine Learning Yearning*; error = 1 - score, or the loss itself."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from warehouse.errors import InvalidRecord, WarehouseError
 from warehouse.models import (
@@ -116,7 +116,9 @@ def start_run(
         direction=direction,
         baseline_error=baseline_error,
         cwd=cwd,
-        steps=StepOptions(total_steps, tokens_per_step, flops_per_token, peak_flops, system_per_step),
+        steps=StepOptions(
+            total_steps, tokens_per_step, flops_per_token, peak_flops, system_per_step
+        ),
     )
 
 
@@ -200,9 +202,10 @@ class Recorder:
             split, metric_name = parse_metric_path(metric)
         except ValueError as exc:
             raise InvalidRecord(str(exc)) from None
-        direct = direction or s.direction or infer_direction(metric_name)
-        if direct not in ("max", "min"):
-            raise InvalidRecord(f"direction must be 'max' or 'min', not {direct!r}")
+        wanted = direction or s.direction or infer_direction(metric_name)
+        if wanted not in ("max", "min"):
+            raise InvalidRecord(f"direction must be 'max' or 'min', not {wanted!r}")
+        direct: Literal["max", "min"] = "max" if wanted == "max" else "min"
         git_dir = cwd or Path(hydra_meta.get("original_cwd") or Path.cwd())
         git, diff = capture_git(git_dir, with_diff=s.capture_git_diff)
 
@@ -232,7 +235,9 @@ class Recorder:
             steps=steps or StepOptions(total_steps=total_steps),
         )
         if diff:
-            run.log_artifact(diff.encode("utf-8"), "git.diff", kind="git", content_type="text/x-diff")
+            run.log_artifact(
+                diff.encode("utf-8"), "git.diff", kind="git", content_type="text/x-diff"
+            )
             run.record.git.diff_uri = run.record.artifacts[-1].uri
         run.save()
         run._watch_sigterm()
@@ -377,7 +382,10 @@ class ActiveRun:
         if not suffix and content_type:
             suffix = mimetypes.guess_extension(content_type) or ""
         ref = self.log_artifact(
-            data_or_path, f"{split_name}/{sid}{suffix}", kind="outputs", content_type=content_type,
+            data_or_path,
+            f"{split_name}/{sid}{suffix}",
+            kind="outputs",
+            content_type=content_type,
             attach=False,
         )
         self._outputs.setdefault(split_name, {})[sid] = ref.uri
@@ -398,9 +406,9 @@ class ActiveRun:
         if isinstance(path_or_bytes, bytes | bytearray):
             if not name:
                 raise InvalidRecord("log_artifact(bytes) needs a name, e.g. name='model.pt'")
-            source: bytes | Path = bytes(path_or_bytes)
-            digest = hashlib.sha256(source).hexdigest()
-            size = len(source)
+            data = bytes(path_or_bytes)
+            digest, size = hashlib.sha256(data).hexdigest(), len(data)
+            source: bytes | Path = data
         else:
             source = Path(path_or_bytes)
             if not source.is_file():
@@ -420,7 +428,9 @@ class ActiveRun:
             name=name, uri=uri, kind=kind, size_bytes=size, sha256=digest, content_type=ctype
         )
         if attach:
-            self.record.artifacts = [a for a in self.record.artifacts if a.name != name or a.kind != kind]
+            self.record.artifacts = [
+                a for a in self.record.artifacts if a.name != name or a.kind != kind
+            ]
             self.record.artifacts.append(ref)
         return ref
 
@@ -673,7 +683,7 @@ def _iter_batches(rows: Any) -> Iterator[pa.RecordBatch]:
         table = pa.Table.from_pandas(rows, preserve_index=False)
         yield from table.to_batches(max_chunksize=_BATCH_ROWS)
         return
-    if isinstance(rows, Mapping) or isinstance(rows, str | bytes):
+    if isinstance(rows, Mapping | str | bytes):
         raise InvalidRecord(
             "log_samples takes rows (a DataFrame, an Arrow table or an iterable of mappings), "
             f"not a {type(rows).__name__}"
@@ -720,7 +730,9 @@ def _with_output_uris(batch: pa.RecordBatch, outputs: Mapping[str, str]) -> pa.R
 
     ids = batch.column("sample_id").to_pylist()
     names = batch.schema.names
-    existing = batch.column("output_uri").to_pylist() if "output_uri" in names else [None] * len(ids)
+    existing = (
+        batch.column("output_uri").to_pylist() if "output_uri" in names else [None] * len(ids)
+    )
     uris = pa.array(
         [outputs.get(sid, old) for sid, old in zip(ids, existing, strict=True)], type=pa.string()
     )

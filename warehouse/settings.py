@@ -42,8 +42,8 @@ DEFAULT_REDACT_PATTERNS = (
     "auth",
 )
 
-_LAYERS: contextvars.ContextVar[dict[str, dict[str, Any]]] = contextvars.ContextVar(
-    "warehouse_settings_layers", default={}
+_LAYERS: contextvars.ContextVar[dict[str, dict[str, Any]] | None] = contextvars.ContextVar(
+    "warehouse_settings_layers", default=None
 )
 
 
@@ -82,7 +82,9 @@ class Settings(BaseSettings):
     es_username: str | None = Field(None, description="Basic-auth user for Elasticsearch/Kibana.")
     es_password: SecretStr | None = Field(None, description="Basic-auth password (never recorded).")
     es_ca_certs: Path | None = Field(None, description="CA certificate file for HTTPS.")
-    es_fingerprint: str | None = Field(None, description="SHA-256 fingerprint of the CA/server cert.")
+    es_fingerprint: str | None = Field(
+        None, description="SHA-256 fingerprint of the CA/server cert."
+    )
     es_verify_certs: bool = Field(True, description="Verify TLS certificates.")
     es_timeout_s: float = Field(10.0, description="Request timeout towards Elasticsearch.")
     index_prefix: str = Field("warehouse", description="Prefix of every index, template, alias.")
@@ -90,14 +92,18 @@ class Settings(BaseSettings):
 
     # object storage
     s3_url: str | None = Field(None, description="s3://bucket/prefix for artifacts and outputs.")
-    s3_endpoint: str | None = Field(None, description="Non-AWS endpoint, e.g. http://localhost:9000.")
+    s3_endpoint: str | None = Field(
+        None, description="Non-AWS endpoint, e.g. http://localhost:9000."
+    )
     s3_region: str | None = Field(None, description="S3 region (else the usual AWS settings).")
     s3_access_key_id: SecretStr | None = Field(None, description="Else boto3's credential chain.")
     s3_secret_access_key: SecretStr | None = Field(None, description="Else boto3's chain.")
     presign_expiry_s: int = Field(7 * 24 * 3600, description="Lifetime of presigned URLs.")
 
     # Kibana
-    kibana_url: str | None = Field(None, description="Kibana URL; `warehouse init` imports the dashboards.")
+    kibana_url: str | None = Field(
+        None, description="Kibana URL; `warehouse init` imports the dashboards."
+    )
     kibana_space: str | None = Field(None, description="Kibana space id (default space if unset).")
 
     # live steps
@@ -153,10 +159,10 @@ class _LayerSource(PydanticBaseSettingsSource):
         self.layer = layer
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return _LAYERS.get().get(self.layer, {}).get(field_name), field_name, False
+        return (_LAYERS.get() or {}).get(self.layer, {}).get(field_name), field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        data = _LAYERS.get().get(self.layer, {})
+        data = (_LAYERS.get() or {}).get(self.layer, {})
         return {k: v for k, v in data.items() if v is not None}
 
 

@@ -6,4 +6,6 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 
 class WarehouseSearchPathPlugin(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        search_path.append(provider="results-warehouse", path="pkg://hydra_plugins.warehouse_hydra.conf")
+        search_path.append(
+            provider="results-warehouse", path="pkg://hydra_plugins.warehouse_hydra.conf"
+        )

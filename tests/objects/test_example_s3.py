@@ -18,9 +18,18 @@ def test_example_outputs_land_in_s3_and_download_as_pngs(
 ) -> None:
     env = {**os.environ, **s3_server.settings_env(s3_bucket, prefix="wh")}
     app = subprocess.run(
-        [sys.executable, str(REPO / "examples/digits/train.py"), "model=knn",
-         f"hydra.run.dir={tmp_path}/hydra"],
-        capture_output=True, text=True, env=env, cwd=REPO, timeout=300, check=False,
+        [
+            sys.executable,
+            str(REPO / "examples/digits/train.py"),
+            "model=knn",
+            f"hydra.run.dir={tmp_path}/hydra",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+        check=False,
     )
     assert app.returncode == 0, app.stderr[-3000:]
 
@@ -31,10 +40,31 @@ def test_example_outputs_land_in_s3_and_download_as_pngs(
 
     out = tmp_path / "out"
     query = subprocess.run(
-        [sys.executable, "-m", "warehouse", "query", "samples", "--best", "--split", "val",
-         "--sort", "confidence", "--asc", "--limit", "20", "--download", str(out),
-         "--format", "csv"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False,
+        [
+            sys.executable,
+            "-m",
+            "warehouse",
+            "query",
+            "samples",
+            "--best",
+            "--split",
+            "val",
+            "--sort",
+            "confidence",
+            "--asc",
+            "--limit",
+            "20",
+            "--download",
+            str(out),
+            "--format",
+            "csv",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
     )
     assert query.returncode == 0, query.stderr
     assert query.stdout.count("s3://") == 20

@@ -23,9 +23,7 @@ def object_key(experiment: str, run_id: str, kind: str, name: str) -> str:
 class ObjectStore(Protocol):
     """Where the bytes of artifacts and model outputs go."""
 
-    def put(
-        self, key: str, source: bytes | Path, *, content_type: str | None, sha256: str
-    ) -> str:
+    def put(self, key: str, source: bytes | Path, *, content_type: str | None, sha256: str) -> str:
         """Store ``source`` under ``key`` and return its URI.
 
         If an object with the same key and the same ``sha256`` is already there, nothing is

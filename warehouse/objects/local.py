@@ -18,9 +18,7 @@ class LocalObjectStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
 
-    def put(
-        self, key: str, source: bytes | Path, *, content_type: str | None, sha256: str
-    ) -> str:
+    def put(self, key: str, source: bytes | Path, *, content_type: str | None, sha256: str) -> str:
         target = self.root / key
         if target.is_file() and _sha256_file(target) == sha256:
             return target.resolve().as_uri()
