@@ -13,7 +13,6 @@ import sys
 import pytest
 
 HEAVY = (
-    "duckdb",
     "pyarrow",
     "pandas",
     "numpy",
