@@ -343,3 +343,32 @@ def test_a_warehouse_whose_catalog_cannot_be_written_is_still_queried(
         assert len(store.search_runs(RunQuery())) == 3
         assert len(store.search_runs(RunQuery(filter="run_id:r1"))) == 1
     assert any("kept in memory" in r.getMessage() for r in caplog.records)
+
+
+def test_projections_read_from_columns_equal_the_documents(store: LocalStore) -> None:
+    """over-time and best ask for a few fields of every run: the catalog answers them from its
+    columns, and the answer must be what projecting the documents gives, nulls included."""
+    runs = [
+        doc("r1", "a", 0.25, ended_at="2026-01-02T03:04:05Z", project="p"),
+        doc("r2", "b", 0.5, ended_at="2026-01-02T03:04:05.120000Z", status="failed"),
+        doc("r3", "a", 0.75),  # not ended: ended_at null
+        {**doc("r4", "b"), "metrics": {"train": {"acc": 1.0}}},  # no val.acc
+    ]
+    store.write_runs(runs)
+    fields = ("run_id", "experiment", "status", "project", "ended_at", "metrics.val.acc")
+    fast = store.search_runs(RunQuery(sort=(("run_id", "asc"),), fields=fields))
+    # a field only the documents hold (a nested config value) makes the store parse them all
+    slow = store.search_runs(RunQuery(sort=(("run_id", "asc"),), fields=(*fields, "config")))
+    for projected in slow:
+        projected.pop("config", None)
+    assert fast == slow
+    assert fast[0]["ended_at"] == "2026-01-02T03:04:05Z"
+    assert fast[2]["ended_at"] is None
+    assert "metrics" not in fast[3]
+    assert fast[1]["status"] == "failed"
+
+
+def test_a_time_written_with_an_offset_is_answered_in_utc(store: LocalStore) -> None:
+    store.write_runs([doc("r1", ended_at="2026-03-01T14:00:00+02:00")])
+    (run,) = store.search_runs(RunQuery(fields=("run_id", "ended_at")))
+    assert run == {"run_id": "r1", "ended_at": "2026-03-01T12:00:00Z"}
