@@ -61,6 +61,17 @@ from warehouse.query.lucene import And, Exists, Not, Or, Phrase, Range, Term
         ),
         pytest.param("-b", Not(Term(None, "b")), id="only-must-not"),
         pytest.param("svm^2", Term(None, "svm"), id="boost-ignored"),
+        pytest.param(
+            "experiment:svm && tags:demo",
+            And((Term("experiment", "svm"), Term("tags", "demo"))),
+            id="double-ampersand-is-and",
+        ),
+        pytest.param("f:(a || b)", Or((Term("f", "a"), Term("f", "b"))), id="double-bar-is-or"),
+        pytest.param(
+            "f:a && !tags:x", And((Term("f", "a"), Not(Term("tags", "x")))), id="bang-is-not"
+        ),
+        pytest.param('f:"a && !b"', Phrase("f", "a && !b"), id="symbols-in-quotes-stay"),
+        pytest.param(r"f:a\!b", Term("f", "a!b"), id="escaped-bang-stays"),
         pytest.param("  ", lucene.MATCH_ALL, id="blank"),
         pytest.param("*", lucene.MATCH_ALL, id="star"),
     ],
@@ -103,6 +114,15 @@ def test_bad_syntax_names_the_position(text: str, position: int) -> None:
 )
 def test_unsupported_queries_are_refused_clearly(text: str) -> None:
     with pytest.raises(QuerySyntaxError, match=r"not supported|inside field"):
+        lucene.parse(text)
+
+
+@pytest.mark.parametrize("word", ["and", "or", "not", "And"])
+def test_lower_case_operators_are_refused_rather_than_searched(word: str) -> None:
+    """In Lucene ``a:1 and b:2`` searches the word "and" and ORs the three: a filter that
+    silently matches too much. It is refused with the fix."""
+    text = f"experiment:svm {word} tags:demo" if word != "not" else "not tags:demo"
+    with pytest.raises(QuerySyntaxError, match=rf"write {word.upper()} in capitals"):
         lucene.parse(text)
 
 

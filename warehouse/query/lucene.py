@@ -14,7 +14,9 @@ What the syntax means here:
 * ``field:>=0.9``, ``field:<5``, ``field:[a TO b]``, ``field:{a TO b}``, ``field:[0.9 TO *]``
   — ranges; numbers on numeric fields, ISO-8601 dates on date fields, alphabetical on text.
 * ``_exists_:field`` or ``field:*`` — the field has a value.
-* ``AND``, ``OR``, ``NOT``, ``+must``, ``-must_not``, parentheses, ``field:(a OR b)``.
+* ``AND``, ``OR``, ``NOT`` (or ``&&``, ``||``, ``!``), ``+must``, ``-must_not``, parentheses,
+  ``field:(a OR b)``. Lower-case ``and``/``or``/``not`` are refused: in Lucene they would be
+  search words, silently turning the filter into an ``OR``.
   Terms side by side without an operator combine as Lucene does (``OR``, unless ``+``/``-``
   prefixes are used: then ``+`` terms are required and ``-`` terms excluded).
 * A bare term without a field (``resnet``) searches the default fields: ``experiment``,
@@ -135,7 +137,7 @@ def _parse_cached(text: str) -> Node:
 
     try:
         with _PARSER_LOCK:  # ply's parser keeps its stacks on the shared parser object
-            tree = parser.parse(text)
+            tree = parser.parse(_symbol_operators(text))
     except ParseError as exc:
         detail = str(exc)
         found = re.search(r"position (\d+)", detail)
@@ -149,6 +151,37 @@ def _parse_cached(text: str) -> Node:
             position=position,
         ) from None
     return _convert(tree, None, text)
+
+
+_SYMBOLS = {"&&": " AND ", "||": " OR "}
+
+
+def _symbol_operators(text: str) -> str:
+    """Lucene's ``&&``, ``||`` and prefix ``!`` as AND, OR and NOT (luqum knows only the words);
+    quoted phrases and escaped characters are left alone."""
+    if not any(symbol in text for symbol in ("&&", "||", "!")):
+        return text
+    out: list[str] = []
+    i, quoted = 0, False
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            out.append(text[i : i + 2])
+            i += 2
+            continue
+        if ch == '"':
+            quoted = not quoted
+        elif not quoted and text[i : i + 2] in _SYMBOLS:
+            out.append(_SYMBOLS[text[i : i + 2]])
+            i += 2
+            continue
+        elif not quoted and ch == "!" and (i == 0 or text[i - 1] in " \t\n("):
+            out.append("NOT ")
+            i += 1
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def _convert(node: Any, field: str | None, text: str) -> Node:
@@ -167,6 +200,13 @@ def _convert(node: Any, field: str | None, text: str) -> Node:
         return sub(node.expr, node.name)
     if isinstance(node, t.Word):
         raw = node.value
+        if field is None and raw.lower() in ("and", "or", "not"):
+            raise _bad(
+                text,
+                node,
+                f"{raw!r} is a search word in Lucene syntax, not an operator; write "
+                f"{raw.upper()} in capitals (or quote it to search for the word)",
+            )
         if raw == "*":
             return Exists(field) if field else MATCH_ALL
         if re.search(r"(?<!\\)(?:\\\\)*[*?]", raw):
