@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import math
+import re
 import sys
 import tracemalloc
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from typer.testing import CliRunner
 
 from tests.query.test_views import rid, write_world
 from warehouse.cli import app, main
-from warehouse.output import write_csv, write_json, write_table
+from warehouse.output import number_format, table_cell, write_csv, write_json, write_table
 from warehouse.stores.local import LocalStore
 
 runner = CliRunner()
@@ -471,6 +472,22 @@ def test_table_picks_one_precision_per_column() -> None:
         assert shown in body
 
 
+@pytest.mark.parametrize(
+    ("values", "shown"),
+    [
+        pytest.param([0.0042, 12.3], ["0.00420", "12.30000"], id="small-next-to-large"),
+        pytest.param([1000.0, 2500.0], ["1,000", "2,500"], id="whole-floats"),
+        pytest.param([0.0084, -2.3e-5], ["8.400e-03", "-2.300e-05"], id="below-1e-4"),
+        pytest.param([-0.00002, 0.0], ["-2.000e-05", "0.000e+00"], id="tiny-negative"),
+        pytest.param([0.5, -0.0], ["0.5000", "0.0000"], id="negative-zero"),
+    ],
+)
+def test_a_column_precision_shows_its_smallest_value(values: list[float], shown: list[str]) -> None:
+    """Every value keeps significant digits: a loss of 0.0042 beside 12.3 is not 0.00."""
+    spec = number_format(values)
+    assert [table_cell(v, "x", spec) for v in values] == shown
+
+
 class _Sink(io.StringIO):
     """Counts what is written, keeps nothing."""
 
@@ -602,9 +619,9 @@ def test_steps_json_and_limit(with_steps: Path) -> None:
     assert [(r["seq"], r["loss"]) for r in rows] == [(0, 1.0), (1, 0.5)]
 
 
-def test_steps_table_shows_small_learning_rates_in_scientific_notation(with_steps: Path) -> None:
+def test_steps_table_shows_small_learning_rates_with_their_digits(with_steps: Path) -> None:
     out = query("steps", rid("a1")).stdout
-    assert "1.000e-04" in out
+    assert "0.000100" in out
     assert "2025-01-01 09:00:02" in out
 
 
@@ -681,3 +698,45 @@ def test_samples_download_saves_the_listed_outputs(home: Path, tmp_path: Path) -
     assert sorted(p.name for p in dest.iterdir()) == ["s1.png", "s2.png"]  # the two lowest
     assert (dest / "s1.png").read_bytes() == b"png1"
     assert len(result.stdout.splitlines()) == 3  # the listing still goes to stdout
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+    def plain(self) -> str:
+        return re.sub(r"\x1b\[[0-9;]*m", "", self.getvalue())
+
+
+def test_a_narrow_terminal_leaves_columns_out_rather_than_cutting_values(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    rows = [
+        {
+            "run_id": f"{i:032x}",
+            "experiment": "digits-random-forest",
+            **{f"metrics.val.m{k}": 0.123456 * k + i for k in range(12)},
+        }
+        for i in range(3)
+    ]
+    out = _Terminal()
+    write_table(rows, out)
+    lines = out.plain().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "…" not in out.plain()
+    assert lines[2].split()[:2] == ["000000000000", "digits-random-forest"]
+    note = capsys.readouterr().err
+    assert "did not fit in 80 characters" in note
+    assert "metrics.val.m11" in note  # the last columns are the ones named
+    assert "metrics.val.m11" not in out.plain()
+
+
+def test_a_long_text_column_wraps_on_a_narrow_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "60")
+    uri = "s3://results/warehouse/digits-svm/" + "f" * 32 + "/outputs/val/1234.png"
+    out = _Terminal()
+    write_table([{"sample_id": "1234", "pixel_acc": 0.5, "output_uri": uri}], out)
+    text = out.plain()
+    assert max(len(line) for line in text.splitlines()) <= 60
+    assert uri in "".join(line.split()[-1] for line in text.splitlines()[2:])  # folded, whole

@@ -178,8 +178,11 @@ def _is_number(value: Any) -> bool:
 def number_format(values: Sequence[Any]) -> str:
     """One format spec for a numeric column, so its decimal points line up.
 
-    Integers keep all digits (thousands separated); floats get 4 decimals below 10, 2 below
-    10,000 and none above; a column of only tiny values (|x| < 0.001) uses 3-digit scientific.
+    Integers keep all digits (thousands separated), as do floats that are all whole numbers.
+    Other floats get 4 decimals below 10, 2 below 10,000 and none above — more when the
+    column's smallest non-zero value needs them to show 3 significant digits; when that
+    would take more than 6 decimals (a value below 0.0001), the column is in scientific
+    notation with 3 decimals.
     """
     numbers = [float(v) for v in values if _is_number(v) and math.isfinite(v)]
     if not numbers:
@@ -187,14 +190,18 @@ def number_format(values: Sequence[Any]) -> str:
     if all(isinstance(v, int) for v in values if _is_number(v)):
         return ",d"
     largest = max(abs(v) for v in numbers)
+    if largest >= 1 and all(v.is_integer() for v in numbers):
+        return ",.0f"
     nonzero = [abs(v) for v in numbers if v != 0]
-    if nonzero and largest < 1e-3:
+    smallest = min(nonzero) if nonzero else 0.0
+    needed = 2 - math.floor(math.log10(smallest)) if 0 < smallest < 1 else 0
+    if needed > 6:
         return ".3e"
-    if largest < 10:
-        return ".4f"
-    if largest < 10_000:
-        return ",.2f"
-    return ",.0f"
+    base = 4 if largest < 10 else 2 if largest < 10_000 else 0
+    return f",.{max(base, needed)}f"
+
+
+_NEGATIVE_ZERO = re.compile(r"^-(0[.,]?0*(e[+-]00)?)$")
 
 
 def table_cell(value: Any, column: str, spec: str) -> str:
@@ -208,9 +215,8 @@ def table_cell(value: Any, column: str, spec: str) -> str:
             return str(value)
         if spec == ",d" and isinstance(value, int) and column in ("rank", "seq", "step", "epoch"):
             return str(value)
-        if spec:
-            return format(value, spec)
-        return format(value, ".6g") if isinstance(value, float) else str(value)
+        shown = format(value, spec or (".6g" if isinstance(value, float) else "d"))
+        return _NEGATIVE_ZERO.sub(r"\1", shown)  # -0.00002 at 4 decimals is 0.0000, not -0.0000
     if isinstance(value, str):
         if _ID_COLUMNS.search(column) and len(value) > RUN_ID_WIDTH:
             return value[:RUN_ID_WIDTH]
@@ -225,6 +231,10 @@ def table_cell(value: Any, column: str, spec: str) -> str:
     return str(value)
 
 
+FOLD_WIDTH = 24
+"""A text column wider than this may wrap onto more lines when the terminal is narrow."""
+
+
 def write_table(
     rows: Iterable[Mapping[str, Any]],
     out: TextIO,
@@ -232,33 +242,31 @@ def write_table(
     columns: Sequence[str] | None = None,
     title: str | None = None,
 ) -> int:
-    """A rich table on ``out``: numbers right-aligned at one precision per column."""
+    """A rich table on ``out``: numbers right-aligned at one precision per column.
+
+    On a terminal the table never cuts a value short: numbers, ids and short texts keep their
+    width, long texts (URIs, messages) wrap, and the columns that do not fit at all are left
+    out, named in a note on stderr that says how to see them.
+    """
     materialised = list(rows)
     if not materialised:
         return 0
+    from rich.cells import cell_len
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     cols = list(columns) if columns is not None else list(materialised[0].keys())
-    table = Table(
-        title=title,
-        title_justify="left",
-        header_style="bold",
-        box=_box(),
-        show_edge=False,
-        pad_edge=False,
-    )
-    specs: dict[str, str] = {}
+    numeric: dict[str, bool] = {}
+    cells: dict[str, list[str]] = {}
     for col in cols:
         values = [row.get(col) for row in materialised]
-        numeric = any(_is_number(v) for v in values) and all(
+        numeric[col] = any(_is_number(v) for v in values) and all(
             v is None or _is_number(v) for v in values
         )
-        specs[col] = number_format(values) if numeric else ""
-        table.add_column(col, justify="right" if numeric else "left", no_wrap=numeric)
-    for row in materialised:
-        table.add_row(*(Text(table_cell(row.get(c), c, specs[c])) for c in cols))
+        spec = number_format(values) if numeric[col] else ""
+        cells[col] = [table_cell(v, col, spec) for v in values]
+    natural = {c: max(cell_len(c), *(cell_len(v) for v in cells[c])) for c in cols}
     terminal = out.isatty() if hasattr(out, "isatty") else False
     console = Console(
         file=out,
@@ -267,8 +275,51 @@ def write_table(
         width=None if terminal else 100_000,
         color_system="auto" if terminal else None,
     )
+    shown = _fitting(cols, natural, numeric, console.width) if terminal else cols
+    table = Table(
+        title=title,
+        title_justify="left",
+        header_style="bold",
+        box=_box(),
+        show_edge=False,
+        pad_edge=False,
+    )
+    for col in shown:
+        folds = not numeric[col] and natural[col] > FOLD_WIDTH
+        table.add_column(
+            col,
+            justify="right" if numeric[col] else "left",
+            no_wrap=not folds,
+            overflow="fold",
+            min_width=FOLD_WIDTH if folds else natural[col],
+        )
+    for i in range(len(materialised)):
+        table.add_row(*(Text(cells[c][i]) for c in shown))
     console.print(table)
+    hidden = [c for c in cols if c not in shown]
+    if hidden:
+        info(
+            f"[dim]{len(hidden)} more column{'s' if len(hidden) > 1 else ''} did not fit "
+            f"in {console.width} characters: {', '.join(hidden)}; widen the terminal or use "
+            "--format json|csv[/]"
+        )
     return len(materialised)
+
+
+def _fitting(
+    cols: Sequence[str], natural: Mapping[str, int], numeric: Mapping[str, bool], width: int
+) -> list[str]:
+    """The leading columns whose smallest readable widths fit in ``width`` (at least one)."""
+    shown: list[str] = []
+    used = 0
+    for col in cols:
+        least = natural[col] if numeric[col] else min(natural[col], FOLD_WIDTH)
+        need = least + (2 if shown else 0)  # one space of padding each side between columns
+        if shown and used + need > width:
+            break
+        shown.append(col)
+        used += need
+    return shown
 
 
 def _box() -> Any:
@@ -300,12 +351,13 @@ def write_mapping(sections: Mapping[str, Mapping[str, Any]], out: TextIO) -> Non
             show_header=False,
             box=None,
             pad_edge=False,
+            min_width=len(name),
         )
         table.add_column("field", style="bold")
         table.add_column("value")
+        spec = number_format([v for v in values.values() if _is_number(v)])
         for key, value in values.items():
-            spec = number_format([value]) if _is_number(value) else ""
-            text = table_cell(value, "", spec) if not isinstance(value, str) else value
+            text = table_cell(value, "", spec if _is_number(value) else "")
             table.add_row(Text(str(key)), Text(text))
         console.print(table)
 
