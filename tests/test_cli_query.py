@@ -570,10 +570,10 @@ def test_samples_csv_streams_from_the_store_without_listing_rows(
     seen: list[int] = []
     real_write_csv = write_csv
 
-    def spy(rows: Any, out: Any, *, columns: Any = None) -> int:
+    def spy(rows: Any, out: Any, **options: Any) -> int:
         assert not isinstance(rows, list)  # the CLI hands the stream over, not a list
         seen.append(1)
-        return real_write_csv(rows, out, columns=columns)
+        return real_write_csv(rows, out, **options)
 
     monkeypatch.setattr("warehouse.output.write_csv", spy)
     result = query("samples", "--run", rid("ee"), "--limit", "0", "-f", "csv")
@@ -740,3 +740,30 @@ def test_a_long_text_column_wraps_on_a_narrow_terminal(monkeypatch: pytest.Monke
     text = out.plain()
     assert max(len(line) for line in text.splitlines()) <= 60
     assert uri in "".join(line.split()[-1] for line in text.splitlines()[2:])  # folded, whole
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        pytest.param(["best"], id="best"),
+        pytest.param(["best", "--per-experiment"], id="best-per-experiment"),
+        pytest.param(["leaderboard"], id="leaderboard"),
+        pytest.param(["over-time"], id="over-time"),
+        pytest.param(["over-time", "--interval", "day"], id="over-time-by-day"),
+        pytest.param(["decomposition"], id="decomposition"),
+    ],
+)
+def test_csv_without_a_match_still_has_the_views_header(world: Path, view: list[str]) -> None:
+    """A script reading the CSV (pandas.read_csv) finds the columns even when nothing matched,
+    and they are the columns a match would have had."""
+    full = query(*view, "-f", "csv").stdout.splitlines()
+    empty = query(*view, "-f", "csv", "-q", "experiment:no-such-experiment")
+    assert empty.exit_code == 0
+    assert len(full) > 1
+    assert empty.stdout.splitlines() == [full[0]]
+
+
+def test_steps_csv_of_a_run_without_steps_has_the_position_header(world: Path) -> None:
+    result = query("steps", rid("a1"), "-f", "csv")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines() == ["timestamp,seq,step,epoch,duration_s"]

@@ -69,18 +69,20 @@ def render(
     columns: Sequence[str] | None = None,
     title: str | None = None,
     out: TextIO | None = None,
+    empty_header: Sequence[str] | None = None,
 ) -> int:
     """Print ``rows`` on ``out`` (stdout) in ``fmt``; returns how many rows were printed.
 
     ``columns`` picks and orders the keys for tables and CSV (default: the first row's keys);
-    JSON always prints each row whole.
+    JSON always prints each row whole. ``empty_header``: the CSV header when no row comes, so
+    a script reading the file finds its columns even then.
     """
     stream = out if out is not None else sys.stdout
     fmt = Format(fmt)
     if fmt is Format.json:
         return write_json(rows, stream)
     if fmt is Format.csv:
-        return write_csv(rows, stream, columns=columns)
+        return write_csv(rows, stream, columns=columns, empty_header=empty_header)
     return write_table(rows, stream, columns=columns, title=title)
 
 
@@ -144,15 +146,22 @@ def csv_cell(value: Any) -> str:
 
 
 def write_csv(
-    rows: Iterable[Mapping[str, Any]], out: TextIO, *, columns: Sequence[str] | None = None
+    rows: Iterable[Mapping[str, Any]],
+    out: TextIO,
+    *,
+    columns: Sequence[str] | None = None,
+    empty_header: Sequence[str] | None = None,
 ) -> int:
-    """Header + one line per row, streamed (constant memory). Columns: given, or the first row's."""
+    """Header + one line per row, streamed (constant memory). Columns: given, or the first
+    row's; without rows and columns, ``empty_header`` (if given) is the header."""
     writer = csv.writer(out, lineterminator="\n")
     iterator: Iterator[Mapping[str, Any]] = iter(rows)
     count = 0
     if columns is None:
         first = next(iterator, None)
         if first is None:
+            if empty_header:
+                writer.writerow(empty_header)
             out.flush()
             return 0
         columns = list(first.keys())

@@ -141,8 +141,10 @@ def _render(
     fmt: Format,
     columns: Sequence[str] | None = None,
     title: str | None = None,
+    empty: Sequence[str] | None = None,
 ) -> int:
-    return render(rows, fmt, columns=columns, title=title)
+    """``empty``: the view's columns, the CSV header when nothing matched."""
+    return render(rows, fmt, columns=columns, title=title, empty_header=empty)
 
 
 def _short(run_id: Any) -> str:
@@ -261,7 +263,8 @@ def best(
     default = None if per_experiment else 1
     with open_store(settings) as store:
         rows = views.best(store, name, way, filter, per_experiment, _limit(limit, default))
-    _finish(_render(rows, fmt), fail_empty, f"run has a value of {name}")
+    empty = views.BEST_PER_EXPERIMENT_COLUMNS if per_experiment else views.BEST_COLUMNS
+    _finish(_render(rows, fmt, empty=empty), fail_empty, f"run has a value of {name}")
 
 
 @query_app.command()
@@ -284,7 +287,8 @@ def leaderboard(
     name, way = _metric(settings, metric, direction)
     with open_store(settings) as store:
         rows = views.leaderboard(store, name, way, filter, _limit(limit, None))
-    _finish(_render(rows, fmt, title=f"best {name}"), fail_empty, f"run has a value of {name}")
+    rendered = _render(rows, fmt, title=f"best {name}", empty=views.LEADERBOARD_COLUMNS)
+    _finish(rendered, fail_empty, f"run has a value of {name}")
 
 
 @query_app.command("over-time")
@@ -317,7 +321,8 @@ def over_time(
     period = interval.value if interval is not None else None
     with open_store(settings) as store:
         rows = views.over_time(store, name, way, filter, period, _limit(limit, None))  # type: ignore[arg-type]
-    _finish(_render(rows, fmt), fail_empty, f"ended run has a value of {name}")
+    empty = views.OVER_TIME_COLUMNS if period is None else views.OVER_TIME_PERIOD_COLUMNS
+    _finish(_render(rows, fmt, empty=empty), fail_empty, f"ended run has a value of {name}")
 
 
 @query_app.command()
@@ -355,7 +360,11 @@ def decomposition(
         rows = views.decomposition(
             store, name, way, filter, settings.baseline_error, _limit(limit, None)
         )
-    _finish(_render(rows, fmt), fail_empty, f"run has a value of {name}")
+    _finish(
+        _render(rows, fmt, empty=views.DECOMPOSITION_COLUMNS),
+        fail_empty,
+        f"run has a value of {name}",
+    )
 
 
 # --- samples ----------------------------------------------------------------------------
@@ -463,7 +472,9 @@ def samples(
             rows = list(rows)
             same = {"run_id", "experiment", "recorded_at", *(("split",) if split else ())}
             columns = [c for c in (rows[0] if rows else {}) if c not in same]
-        count = _render(rows, fmt, columns=columns)
+        from warehouse.models import SAMPLE_FIXED_COLUMNS
+
+        count = _render(rows, fmt, columns=columns, empty=SAMPLE_FIXED_COLUMNS)
     if download is not None and count:
         from warehouse.objects.download import download_outputs
 
@@ -596,5 +607,7 @@ def steps(
     settings = _settings()
     with open_store(settings) as store:
         rows: Iterator[dict[str, Any]] = views.steps(store, run_id, _limit(limit, None))
-        count = _render(rows, fmt)
+        from warehouse.live.table import POSITION_COLUMNS
+
+        count = _render(rows, fmt, empty=POSITION_COLUMNS)
     _finish(count, fail_empty, "steps recorded for this run")

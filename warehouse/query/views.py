@@ -249,6 +249,25 @@ def best(
     return rows
 
 
+BEST_COLUMNS = ("rank", "experiment", "run_id", "metric", "score", "status", "ended_at")
+BEST_PER_EXPERIMENT_COLUMNS = (*BEST_COLUMNS, "run_count")
+LEADERBOARD_COLUMNS = ("rank", "experiment", "best_score", "best_run_id", "run_count", "ended_at")
+OVER_TIME_COLUMNS = (
+    "ended_at",
+    "run_id",
+    "experiment",
+    "score",
+    "best_so_far",
+    "best_run_id",
+    "is_new_best",
+)
+OVER_TIME_PERIOD_COLUMNS = (
+    "period", "run_count", "run_id", "experiment", "score", "best_so_far", "best_run_id",
+    "is_new_best",
+)  # fmt: skip
+"""The columns of each view's rows, in order (a CSV header even when nothing matched)."""
+
+
 def _best_row(rank: int, run: Mapping[str, Any], m: Metric, score: float | None) -> dict[str, Any]:
     return {
         "rank": rank,
@@ -308,6 +327,7 @@ def leaderboard(
 
 
 DECOMPOSITION_KEYS = tuple(Decomposition.model_fields)
+DECOMPOSITION_COLUMNS = ("experiment", "run_id", "score", *DECOMPOSITION_KEYS)
 
 
 def decomposition(
