@@ -79,11 +79,18 @@ def render(
     """
     stream = out if out is not None else sys.stdout
     fmt = Format(fmt)
-    if fmt is Format.json:
-        return write_json(rows, stream)
-    if fmt is Format.csv:
-        return write_csv(rows, stream, columns=columns, empty_header=empty_header)
-    return write_table(rows, stream, columns=columns, title=title)
+    try:
+        if fmt is Format.json:
+            return write_json(rows, stream)
+        if fmt is Format.csv:
+            return write_csv(rows, stream, columns=columns, empty_header=empty_header)
+        return write_table(rows, stream, columns=columns, title=title)
+    except BrokenPipeError as exc:  # not an OSError any more: click would exit 1 ("no match")
+        raise OutputClosed from exc
+
+
+class OutputClosed(Exception):
+    """The reader of our stdout went away (``warehouse query runs | head -1``)."""
 
 
 # --- JSON -------------------------------------------------------------------------------
@@ -261,7 +268,6 @@ def write_table(
     if not materialised:
         return 0
     from rich.cells import cell_len
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
@@ -276,14 +282,8 @@ def write_table(
         spec = number_format(values) if numeric[col] else ""
         cells[col] = [table_cell(v, col, spec) for v in values]
     natural = {c: max(cell_len(c), *(cell_len(v) for v in cells[c])) for c in cols}
-    terminal = out.isatty() if hasattr(out, "isatty") else False
-    console = Console(
-        file=out,
-        highlight=False,
-        soft_wrap=False,
-        width=None if terminal else 100_000,
-        color_system="auto" if terminal else None,
-    )
+    console = stdout_console(out)
+    terminal = console.is_terminal
     shown = _fitting(cols, natural, numeric, console.width) if terminal else cols
     table = Table(
         title=title,
@@ -331,6 +331,29 @@ def _fitting(
     return shown
 
 
+def stdout_console(out: TextIO) -> Console:
+    """A rich console drawing on ``out``: the terminal's width and colours on a terminal, else
+    plain text that never wraps. A closed pipe raises :class:`OutputClosed` (rich would exit 1,
+    which scripts read as "no match")."""
+    from rich.console import Console
+
+    terminal = out.isatty() if hasattr(out, "isatty") else False
+    console = Console(
+        file=out,
+        highlight=False,
+        soft_wrap=False,
+        force_terminal=terminal,
+        width=None if terminal else 100_000,
+        color_system="auto" if terminal else None,
+    )
+
+    def closed() -> None:
+        raise OutputClosed
+
+    console.on_broken_pipe = closed  # type: ignore[method-assign]
+    return console
+
+
 def _box() -> Any:
     from rich import box
 
@@ -339,17 +362,10 @@ def _box() -> Any:
 
 def write_mapping(sections: Mapping[str, Mapping[str, Any]], out: TextIO) -> None:
     """Key/value sections (``show``): one small two-column table per section."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    terminal = out.isatty() if hasattr(out, "isatty") else False
-    console = Console(
-        file=out,
-        highlight=False,
-        width=None if terminal else 100_000,
-        color_system="auto" if terminal else None,
-    )
+    console = stdout_console(out)
     for name, values in sections.items():
         if not values:
             continue

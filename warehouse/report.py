@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from warehouse.errors import ConfigurationError
 from warehouse.vega import VIEWS, VL_VERSION, resolve_metric, spec_with_values
 
 if TYPE_CHECKING:
@@ -136,9 +137,18 @@ def write_report(
     settings: Settings, out: Path, *, filter: str | None = None, title: str | None = None
 ) -> Path:
     """Write the report to ``out`` (folders created); return the path."""
+    if out.is_dir():
+        raise ConfigurationError(
+            f"--out {out} is a folder; give a file name, e.g. --out {out / 'report.html'}"
+        )
     text = build_report(settings, filter=filter, title=title)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot write the report to {out}: {exc.strerror or exc}; choose another --out"
+        ) from exc
     log.info("report written to %s", out)
     return out
 

@@ -17,7 +17,7 @@ from warehouse.cli import demo, kibana, live, ops, query
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok · 1 no match (only with --fail-empty) · 2 bad usage, config or query · "
     "3 server unreachable (nothing lost: records wait in the outbox) · 4 not found · "
-    "5 sync incomplete · 70 unexpected error · 130 interrupted."
+    "5 sync incomplete · 70 unexpected error · 130 interrupted · 141 output pipe closed."
 )
 
 app = typer.Typer(
@@ -44,21 +44,31 @@ def debug_enabled() -> bool:
 def main() -> None:
     """Console-script entry: run the app, turning WarehouseError into one red line + exit code."""
     from warehouse.errors import WarehouseError
+    from warehouse.output import OutputClosed
 
     debug = debug_enabled()
     if "--debug" in sys.argv:
         sys.argv.remove("--debug")
     try:
         code = app(standalone_mode=False)  # typer.Exit(n) comes back as n here
+        sys.stdout.flush()
     except WarehouseError as exc:
-        if debug:
-            raise
         from warehouse.output import error
 
+        if debug:  # the traceback, and still the exit code scripts rely on
+            import traceback
+
+            traceback.print_exc()
         error(str(exc))
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
+    except (BrokenPipeError, OutputClosed):
+        # the reader went away (`warehouse query runs | head -1`): stop quietly, as a
+        # program killed by SIGPIPE would, and keep Python from complaining at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(141)
     except SystemExit:
         raise
     except Exception as exc:

@@ -147,6 +147,18 @@ def _render(
     return render(rows, fmt, columns=columns, title=title, empty_header=empty)
 
 
+def _writable_folder(path: Path, option: str) -> None:
+    """Create ``path`` now, so a bad folder is said before any query runs or prints."""
+    from warehouse.errors import ConfigurationError
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"{option} {path}: cannot create the folder ({exc.strerror or exc}); choose another"
+        ) from exc
+
+
 def _short(run_id: Any) -> str:
     return str(run_id)[:RUN_ID_WIDTH]
 
@@ -441,6 +453,8 @@ def samples(
 
     if not best and run is None:
         raise typer.BadParameter("give --run RUN_ID or --best", param_hint="--run/--best")
+    if download is not None:
+        _writable_folder(download, "--download")
     settings = _settings(primary_metric=metric, direction=direction)
     name, way = _metric(settings, metric, direction)
     with open_store(settings) as store:
