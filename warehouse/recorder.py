@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
 import logging
 import math
@@ -23,11 +24,11 @@ import os
 import signal
 import threading
 import traceback
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 
 from warehouse.errors import InvalidRecord, WarehouseError
 from warehouse.models import (
@@ -267,6 +268,30 @@ def normalise_experiment(name: str) -> str:
     return cleaned
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _holding_locks(method: _F) -> _F:
+    """Marks an ActiveRun method that takes store or file locks: a SIGTERM arriving on the
+    main thread meanwhile is handled when the outermost such call returns, not inside it."""
+
+    @functools.wraps(method)
+    def wrapper(self: ActiveRun, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            return method(self, *args, **kwargs)
+        self._writing += 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._writing -= 1
+            pending = self._deferred_sigterm
+            if not self._writing and pending is not None:
+                self._deferred_sigterm = None
+                self._on_sigterm(*pending)
+
+    return wrapper  # type: ignore[return-value]
+
+
 class ActiveRun:
     """A run being recorded: log metrics, samples, outputs, artifacts and steps, then end it."""
 
@@ -287,6 +312,8 @@ class ActiveRun:
         self._stale_splits: set[str] = set()  # samples written before some of their outputs
         self._steps: StepLogger | None = None
         self._ended = False
+        self._writing = 0  # main-thread writes under way (store and file locks held)
+        self._deferred_sigterm: tuple[int, Any] | None = None
 
     # identity ---------------------------------------------------------------------------
     @property
@@ -345,6 +372,7 @@ class ActiveRun:
         self.record.tags = sorted(set(self.record.tags) | {str(t) for t in tags})
 
     # samples and outputs ----------------------------------------------------------------
+    @_holding_locks
     def log_samples(self, split: str, rows: Any) -> int:
         """Record per-sample results of one split; return the number of rows written.
 
@@ -393,6 +421,7 @@ class ActiveRun:
             self._stale_splits.add(split_name)
         return ref.uri
 
+    @_holding_locks
     def log_artifact(
         self,
         path_or_bytes: bytes | str | os.PathLike[str],
@@ -479,11 +508,13 @@ class ActiveRun:
         self.record.heartbeat_at = utcnow()
         self.save()
 
+    @_holding_locks
     def save(self) -> None:
         """Write the run record as it is now (replacing the previous version)."""
         self._finish_metrics()
         self._recorder.write_run(self.record)
 
+    @_holding_locks
     def end(
         self,
         status: RunStatus | str = RunStatus.COMPLETED,
@@ -534,6 +565,11 @@ class ActiveRun:
         self._previous_sigterm = None
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
+        if self._writing:
+            # the interrupted frame holds the store's locks (not reentrant): recording now
+            # would wait on them forever; the write finishes, then this handler runs
+            self._deferred_sigterm = (signum, frame)
+            return
         previous = self._previous_sigterm
         try:
             self.end(RunStatus.INTERRUPTED, _Terminated("terminated by SIGTERM"))
@@ -644,7 +680,10 @@ def _as_number(split: str, name: str, value: Any) -> float:
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, numbers.Real):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an int beyond float range (10**400): not a finite number
+            return math.inf if value > 0 else -math.inf
     item = getattr(value, "item", None)  # numpy / torch scalars
     if callable(item):
         try:
