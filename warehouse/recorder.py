@@ -683,7 +683,7 @@ def _as_number(split: str, name: str, value: Any) -> float:
         try:
             return float(value)
         except OverflowError:  # an int beyond float range (10**400): not a finite number
-            return math.inf if value > 0 else -math.inf
+            return -math.inf if str(value).startswith("-") else math.inf
     item = getattr(value, "item", None)  # numpy / torch scalars
     if callable(item):
         try:
