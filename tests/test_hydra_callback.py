@@ -76,6 +76,18 @@ def test_flat_split_slash_metric_keys_are_split(tmp_path: Path, home: Path) -> N
     assert doc["metrics"]["all"] == {"epochs": 3.0}
 
 
+def test_a_returned_value_that_is_not_a_number_is_left_out_with_a_warning(
+    tmp_path: Path, home: Path
+) -> None:
+    proc = run_app(tmp_path, "checkpoint=true")
+    assert proc.returncode == 0, proc.stderr
+    [doc] = runs(home)
+    assert doc["status"] == "completed"
+    assert doc["metrics"]["val"] == {"acc": pytest.approx(0.9)}
+    assert doc["metrics"]["test"] == {"acc": pytest.approx(0.8)}
+    assert "val.best_ckpt='/ckpt/e3.pt'" in proc.stderr + proc.stdout
+
+
 def test_a_failing_task_is_recorded_as_failed_with_the_error(tmp_path: Path, home: Path) -> None:
     proc = run_app(tmp_path, "fail=true")
     assert proc.returncode != 0

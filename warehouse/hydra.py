@@ -97,8 +97,7 @@ class WarehouseCallback(Callback):
             return
         try:
             if job_return.status == JobStatus.COMPLETED:
-                for split, metrics in split_metrics(job_return.return_value).items():
-                    run.log_metrics(split, metrics)
+                _log_returned_metrics(run, job_return.return_value)
                 run.end("completed")
             else:
                 error = job_return._return_value  # the task's exception (return_value re-raises)
@@ -127,6 +126,26 @@ class WarehouseCallback(Callback):
         if strict:
             raise SystemExit(f"{message} (strict mode)") from exc
         log.warning("%s — the experiment goes on; set strict: true to fail instead", message)
+
+
+def _log_returned_metrics(run: Any, value: Any) -> None:
+    """The job's returned metrics; a value that is not a number (a checkpoint path) is left
+    out with a warning, never costing the run its other metrics or its completed status."""
+    from warehouse.errors import InvalidRecord
+
+    skipped: list[str] = []
+    for split, metrics in split_metrics(value).items():
+        for name, number in metrics.items():
+            try:
+                run.log_metrics(split, {name: number})
+            except InvalidRecord:
+                skipped.append(f"{split}.{name}={number!r}")
+    if skipped:
+        log.warning(
+            "warehouse: the job returned values that are not numbers, not recorded as metrics: "
+            "%s — return numbers only; put paths and text in the config or in run tags",
+            ", ".join(skipped),
+        )
 
 
 def _job_value(config: DictConfig, key: str) -> Any:

@@ -20,6 +20,8 @@ def main(cfg: DictConfig) -> Any:
     acc = 1.0 - cfg.lr
     if cfg.flat:
         return {"val/acc": acc, "train/acc": acc + 0.01, "epochs": 3}
+    if cfg.checkpoint:  # a value that is not a metric among the metrics
+        return {"val": {"acc": acc, "best_ckpt": "/ckpt/e3.pt"}, "test/acc": acc - 0.1}
     return {"train": {"acc": acc + 0.01, "loss": cfg.lr}, "val": {"acc": acc}}
 
 
