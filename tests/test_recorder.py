@@ -150,6 +150,21 @@ def test_secrets_in_the_config_never_reach_the_store_or_logs(
     assert secret not in caplog.text
 
 
+def test_a_secret_quoted_in_the_error_message_is_scrubbed(home: Path) -> None:
+    secret = "pw-planted-in-an-error"
+    config = {"db": {"password": secret, "user": "admin"}}
+    with (
+        pytest.raises(RuntimeError),
+        warehouse.start_run(experiment="e", config=config) as run,
+    ):
+        raise RuntimeError(f"cannot reach postgres://admin:{secret}@db/x (password {secret})")
+    doc = stored(home, run.run_id)
+    assert doc["status"] == "failed"
+    assert secret not in json.dumps(doc)
+    assert doc["error"]["message"] == "cannot reach postgres://***@db/x (password ***)"
+    assert "password ***" in doc["error"]["traceback"]
+
+
 def test_samples_stream_a_million_rows_without_holding_them(home: Path) -> None:
     def rows():
         for i in range(1_000_000):

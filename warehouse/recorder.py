@@ -235,6 +235,7 @@ class Recorder:
             baseline_error=s.baseline_error if baseline_error is None else baseline_error,
             steps=steps or StepOptions(total_steps=total_steps),
         )
+        run._secrets = captured.secrets
         if diff:
             run.log_artifact(
                 diff.encode("utf-8"), "git.diff", kind="git", content_type="text/x-diff"
@@ -313,6 +314,7 @@ class ActiveRun:
         self._steps: StepLogger | None = None
         self._ended = False
         self._writing = 0  # main-thread writes under way (store and file locks held)
+        self._secrets: frozenset[str] = frozenset()  # the config's, scrubbed from errors
         self._deferred_sigterm: tuple[int, Any] | None = None
 
     # identity ---------------------------------------------------------------------------
@@ -531,10 +533,14 @@ class ActiveRun:
             rec = self.record
             rec.status = RunStatus(status)
             if error is not None:
+                from warehouse.capture.redact import scrub_text
+
+                patterns = self.settings.redact_patterns
+                trace = "".join(traceback.format_exception(error))[-20_000:]
                 rec.error = RunError(
                     type=type(error).__name__,
-                    message=str(error),
-                    traceback="".join(traceback.format_exception(error))[-20_000:],
+                    message=scrub_text(str(error), self._secrets, patterns),
+                    traceback=scrub_text(trace, self._secrets, patterns),
                 )
             rec.ended_at = utcnow()
             rec.heartbeat_at = rec.ended_at

@@ -13,6 +13,7 @@ from warehouse.capture.redact import (
     redact_config,
     redact_overrides,
     redact_urls,
+    scrub_text,
     strip_url_credentials,
 )
 from warehouse.settings import DEFAULT_REDACT_PATTERNS as PATTERNS
@@ -192,6 +193,36 @@ def test_overrides_of_secret_keys_are_redacted_and_their_values_scrubbed() -> No
         "url=https://***@h",
         "name=run-***",
     ]
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        pytest.param(f"+creds={{token:{SECRET}}}", "+creds={token:***}", id="dict"),
+        pytest.param(
+            f"db={{host:h,password:{SECRET}}}", "db={host:h,password:***}", id="dict-item"
+        ),
+        pytest.param(
+            f"db={{host:h,conn:{{api_key:'{SECRET}'}}}}",
+            "db={host:h,conn:{api_key:***}}",
+            id="nested-quoted",
+        ),
+        pytest.param("opt={lr:0.1,betas:[0.9,0.99]}", "opt={lr:0.1,betas:[0.9,0.99]}", id="clean"),
+    ],
+)
+def test_secrets_inside_dict_valued_overrides_are_redacted(override: str, expected: str) -> None:
+    overrides = [override, f"hydra.run.dir=out/{SECRET}"]
+    redacted = redact_overrides(overrides, PATTERNS)
+    assert redacted[0] == expected
+    if expected != override:  # the value is known as a secret and scrubbed elsewhere too
+        assert redacted[1] == "hydra.run.dir=out/***"
+
+
+def test_scrub_text_hides_url_credentials_and_known_secrets() -> None:
+    text = f"connect postgres://admin:{SECRET}@db/x failed; token was {SECRET}"
+    assert scrub_text(text, {SECRET, "short"}, PATTERNS) == (
+        "connect postgres://***@db/x failed; token was ***"
+    )
 
 
 def test_redacting_10000_keys_is_fast() -> None:

@@ -72,6 +72,8 @@ class CapturedConfig:
     unresolved: list[str]
     overrides: list[str]
     hydra: dict[str, Any]
+    secrets: frozenset[str] = dataclasses.field(default=frozenset(), repr=False)
+    """The secret strings redacted (in memory only): to scrub text made later, e.g. errors."""
 
 
 def capture_config(cfg: Any, patterns: Sequence[str]) -> CapturedConfig:
@@ -107,10 +109,13 @@ def capture_config(cfg: Any, patterns: Sequence[str]) -> CapturedConfig:
             shown,
             f" (and {more} more)" if more > 0 else "",
         )
-    redacted: dict[str, Any] = redact_config(data, patterns, secrets=secrets)
+    found: set[str] = set()
+    redacted: dict[str, Any] = redact_config(data, patterns, secrets=secrets, found_into=found)
     params = flatten_params(redacted)
     config = _finite(redacted) if capture.non_finite else redacted
-    return CapturedConfig(config, params, capture.unresolved, overrides, hydra)
+    return CapturedConfig(
+        config, params, capture.unresolved, overrides, hydra, secrets=frozenset(found)
+    )
 
 
 def flatten_params(config: Mapping[str, Any]) -> dict[str, Scalar]:

@@ -71,12 +71,20 @@ def _is_secret(key: str, compact_patterns: tuple[str, ...]) -> bool:
     return any(p in text for p in compact_patterns)
 
 
-def redact_config(obj: Any, patterns: Sequence[str], *, secrets: Iterable[str] = ()) -> Any:
+def redact_config(
+    obj: Any,
+    patterns: Sequence[str],
+    *,
+    secrets: Iterable[str] = (),
+    found_into: set[str] | None = None,
+) -> Any:
     """A deep copy of ``obj`` with secret keys, URL credentials and copies of secrets redacted.
 
     ``obj`` is walked through mappings (copied to ``dict``) and lists/tuples (copied to
     ``list``); other values are returned as they are. ``secrets`` are further strings to
     scrub wherever they occur (e.g. values given on the command line for a secret key).
+    ``found_into`` receives the secret strings found, so text made later (an error message
+    quoting ``cfg.db.password``) can be scrubbed with :func:`scrub_text`.
     """
     compiled = _compile(tuple(patterns))
     found: set[str] = {s for s in secrets if len(s) >= MIN_SCRUB_LENGTH}
@@ -84,7 +92,15 @@ def redact_config(obj: Any, patterns: Sequence[str], *, secrets: Iterable[str] =
     if found:
         ordered = sorted(found, key=len, reverse=True)  # longest first: no partial leftovers
         redacted = _scrub(redacted, ordered)
+    if found_into is not None:
+        found_into.update(found)
     return redacted
+
+
+def scrub_text(text: str, secrets: Iterable[str], patterns: Sequence[str] = ()) -> str:
+    """Free text (an error message, a traceback) without URL credentials or known secrets."""
+    ordered = sorted((s for s in secrets if len(s) >= MIN_SCRUB_LENGTH), key=len, reverse=True)
+    return _scrub_text(redact_urls(text, patterns), ordered)
 
 
 def _redact(obj: Any, patterns: tuple[str, ...], found: set[str], path: set[int]) -> Any:
@@ -197,15 +213,41 @@ def _override_parts(override: str) -> tuple[str, str, str] | None:
     return key[: len(key) - len(stripped)], stripped, value
 
 
+# ``key: value`` inside a Hydra dict value (``db={host:h,password:'x y'}``); a nested dict's
+# key (``db:{...``) has no plain value and is skipped, its own keys are matched in turn.
+_DICT_ITEM = re.compile(
+    r"(?P<key>[A-Za-z_$][\w.\-$]*)\s*:\s*"
+    r"(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,{}\[\]\s][^,{}\[\]]*)"
+)
+
+
 def override_secrets(overrides: Iterable[str], patterns: Sequence[str]) -> set[str]:
-    """The values given on the command line for secret keys (``db.password=x`` → ``{"x"}``)."""
+    """The values given on the command line for secret keys (``db.password=x`` → ``{"x"}``),
+    also inside dict values (``db={host:h,password:x}``)."""
     compiled = _compile(tuple(patterns))
     found: set[str] = set()
     for override in overrides:
         parts = _override_parts(override)
-        if parts is not None and _is_secret(parts[1], compiled) and parts[2]:
+        if parts is None or not parts[2]:
+            continue
+        if _is_secret(parts[1], compiled):
             found.add(parts[2].strip("'\""))
+        elif "{" in parts[2]:
+            for item in _DICT_ITEM.finditer(parts[2]):
+                if _is_secret(item["key"], compiled):
+                    found.add(item["value"].strip().strip("'\""))
     return found
+
+
+def _redact_dict_value(value: str, compiled: tuple[str, ...]) -> str:
+    """A Hydra dict value with its secret keys' values hidden."""
+
+    def item(match: re.Match[str]) -> str:
+        if _is_secret(match["key"], compiled):
+            return f"{match.group(0)[: match.start('value') - match.start()]}{REDACTED}"
+        return match.group(0)
+
+    return _DICT_ITEM.sub(item, value)
 
 
 def redact_overrides(overrides: Iterable[str], patterns: Sequence[str]) -> list[str]:
@@ -220,7 +262,10 @@ def redact_overrides(overrides: Iterable[str], patterns: Sequence[str]) -> list[
         elif _is_secret(parts[1], compiled):
             out.append(f"{parts[0]}{parts[1]}={REDACTED}")
         else:
-            out.append(f"{parts[0]}{parts[1]}={redact_urls(parts[2], patterns)}")
+            value = redact_urls(parts[2], patterns)
+            if "{" in value:
+                value = _redact_dict_value(value, compiled)
+            out.append(f"{parts[0]}{parts[1]}={value}")
     found = override_secrets(items, patterns)
     secrets = sorted((s for s in found if len(s) >= MIN_SCRUB_LENGTH), key=len, reverse=True)
     return [_scrub_text(item, secrets) for item in out]
@@ -234,5 +279,6 @@ __all__ = [
     "redact_config",
     "redact_overrides",
     "redact_urls",
+    "scrub_text",
     "strip_url_credentials",
 ]
