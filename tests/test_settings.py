@@ -83,7 +83,22 @@ def test_invalid_value_is_a_configuration_error(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("WAREHOUSE_DIRECTION", "sideways")
-    with pytest.raises(ConfigurationError, match="direction"):
+    with pytest.raises(ConfigurationError) as caught:
+        load(cwd=project)
+    # the variable to fix, its value and what it should be; no pydantic dump
+    assert str(caught.value) == (
+        "invalid warehouse setting: WAREHOUSE_DIRECTION = 'sideways': Input should be 'max' "
+        "or 'min'"
+    )
+
+
+def test_an_invalid_flag_or_file_value_is_named_as_given(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ConfigurationError, match=r"--direction = 'up'"):
+        load(cli={"direction": "up"}, cwd=project)
+    (project / "warehouse.toml").write_text('system_interval_s = "often"\n')
+    with pytest.raises(ConfigurationError, match=r"system_interval_s in the warehouse config"):
         load(cwd=project)
 
 

@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -187,10 +187,38 @@ def load(
         given = {k: v for k, v in (cli or {}).items() if v is not None}
         try:
             return Settings(**given)
-        except ValueError as exc:  # pydantic ValidationError
-            raise ConfigurationError(f"invalid warehouse settings: {exc}") from None
+        except ValidationError as exc:
+            raise ConfigurationError(_invalid(exc, given, hydra or {}, file_values)) from None
     finally:
         _LAYERS.reset(token)
+
+
+def _invalid(
+    exc: ValidationError,
+    cli: dict[str, Any],
+    hydra: dict[str, Any],
+    file_values: dict[str, Any],
+) -> str:
+    """One line per bad setting: where it came from, what it holds, what it should hold."""
+    from warehouse.capture.redact import is_secret_key
+
+    lines = []
+    for err in exc.errors():
+        name = str(err["loc"][0]) if err["loc"] else "?"
+        env = f"WAREHOUSE_{name.upper()}"
+        if name in cli:
+            source = f"--{name.replace('_', '-')}"
+        elif env in os.environ:
+            source = env
+        elif name in hydra:
+            source = f"{name} in the Hydra callback"
+        elif name in file_values:
+            source = f"{name} in the warehouse config file"
+        else:
+            source = name
+        shown = "" if is_secret_key(name, DEFAULT_REDACT_PATTERNS) else f" = {err.get('input')!r}"
+        lines.append(f"{source}{shown}: {err['msg']}")
+    return "invalid warehouse setting: " + "; ".join(lines)
 
 
 def _read_config_file(base: Path) -> dict[str, Any]:
