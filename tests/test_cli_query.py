@@ -767,3 +767,17 @@ def test_steps_csv_of_a_run_without_steps_has_the_position_header(world: Path) -
     result = query("steps", rid("a1"), "-f", "csv")
     assert result.exit_code == 0
     assert result.stdout.splitlines() == ["timestamp,seq,step,epoch,duration_s"]
+
+
+def test_an_empty_warehouse_says_so_and_where_it_looked(home: Path) -> None:
+    """A mistyped WAREHOUSE_HOME must not look like "nothing matched"."""
+    result = query("runs")
+    assert result.exit_code == 0
+    assert f"no runs recorded in local store {home} yet" in result.stderr
+    assert "WAREHOUSE_HOME" in result.stderr
+
+
+def test_no_match_names_the_filter(world: Path) -> None:
+    result = query("leaderboard", "-q", "experiment:nope", "--fail-empty")
+    assert result.exit_code == 1
+    assert "no run has a value of val.acc (filter: experiment:nope)" in result.stderr

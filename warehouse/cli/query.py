@@ -127,13 +127,36 @@ def _limit(value: int | None, default: int | None) -> int | None:
     return None if value == 0 else value
 
 
-def _finish(count: int, fail_empty: bool, what: str) -> None:
-    """Say on stderr when nothing matched; exit 1 then if --fail-empty was given."""
+def _finish(
+    count: int,
+    fail_empty: bool,
+    what: str,
+    settings: Settings | None = None,
+    filter: str | None = None,
+) -> None:
+    """Say on stderr when nothing matched — and why, when the warehouse holds no run at all
+    (a mistyped WAREHOUSE_HOME) or a filter was given; exit 1 then if --fail-empty was given."""
     if count:
         return
-    info(f"no {what}")
+    message = f"no {what}" + (f" (filter: {filter})" if filter else "")
+    if settings is not None and _holds_no_run(settings):
+        from warehouse.report import describe_source
+
+        message = (
+            f"no runs recorded in {describe_source(settings)} yet — record one (warehouse demo, "
+            "the Hydra callback, warehouse.start_run) or check WAREHOUSE_HOME / es_url"
+        )
+    info(message)
     if fail_empty:
         raise typer.Exit(1)
+
+
+def _holds_no_run(settings: Settings) -> bool:
+    from warehouse.stores import open_store
+    from warehouse.stores.base import RunQuery
+
+    with open_store(settings) as store:
+        return not store.search_runs(RunQuery(limit=1, fields=("run_id",)))
 
 
 def _render(
@@ -232,7 +255,7 @@ def runs(
             cols = [*RUN_TABLE_FIELDS, *_metric_columns(docs)]
         rows = ({c: views.get_path(d, c) for c in cols} for d in docs)
         count = _render(rows, fmt, columns=cols)
-    _finish(count, fail_empty, "runs match")
+    _finish(count, fail_empty, "runs match", settings, filter)
 
 
 def _metric_columns(docs: Sequence[Mapping[str, Any]], only: str | None = None) -> list[str]:
@@ -276,7 +299,9 @@ def best(
     with open_store(settings) as store:
         rows = views.best(store, name, way, filter, per_experiment, _limit(limit, default))
     empty = views.BEST_PER_EXPERIMENT_COLUMNS if per_experiment else views.BEST_COLUMNS
-    _finish(_render(rows, fmt, empty=empty), fail_empty, f"run has a value of {name}")
+    _finish(
+        _render(rows, fmt, empty=empty), fail_empty, f"run has a value of {name}", settings, filter
+    )
 
 
 @query_app.command()
@@ -300,7 +325,7 @@ def leaderboard(
     with open_store(settings) as store:
         rows = views.leaderboard(store, name, way, filter, _limit(limit, None))
     rendered = _render(rows, fmt, title=f"best {name}", empty=views.LEADERBOARD_COLUMNS)
-    _finish(rendered, fail_empty, f"run has a value of {name}")
+    _finish(rendered, fail_empty, f"run has a value of {name}", settings, filter)
 
 
 @query_app.command("over-time")
@@ -334,7 +359,8 @@ def over_time(
     with open_store(settings) as store:
         rows = views.over_time(store, name, way, filter, period, _limit(limit, None))  # type: ignore[arg-type]
     empty = views.OVER_TIME_COLUMNS if period is None else views.OVER_TIME_PERIOD_COLUMNS
-    _finish(_render(rows, fmt, empty=empty), fail_empty, f"ended run has a value of {name}")
+    rendered = _render(rows, fmt, empty=empty)
+    _finish(rendered, fail_empty, f"ended run has a value of {name}", settings, filter)
 
 
 @query_app.command()
@@ -372,11 +398,8 @@ def decomposition(
         rows = views.decomposition(
             store, name, way, filter, settings.baseline_error, _limit(limit, None)
         )
-    _finish(
-        _render(rows, fmt, empty=views.DECOMPOSITION_COLUMNS),
-        fail_empty,
-        f"run has a value of {name}",
-    )
+    rendered = _render(rows, fmt, empty=views.DECOMPOSITION_COLUMNS)
+    _finish(rendered, fail_empty, f"run has a value of {name}", settings, filter)
 
 
 # --- samples ----------------------------------------------------------------------------
