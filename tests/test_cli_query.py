@@ -781,3 +781,19 @@ def test_no_match_names_the_filter(world: Path) -> None:
     result = query("leaderboard", "-q", "experiment:nope", "--fail-empty")
     assert result.exit_code == 1
     assert "no run has a value of val.acc (filter: experiment:nope)" in result.stderr
+
+
+def test_an_unknown_sample_column_points_at_the_sample_columns(
+    world: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_main(["query", "samples", "--best", "--sort", "pixle_acc"], monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert "sample columns" in err
+    assert "query runs" not in err
+
+
+def test_a_run_id_too_short_to_look_up_says_so(
+    world: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_main(["query", "show", "a1"], monkeypatch) == 2
+    assert "at least 4 characters" in capsys.readouterr().err

@@ -296,10 +296,12 @@ def unknown_field(name: str, known: Collection[str], what: str = "field") -> Que
     """The error for a field no record has, naming the closest known fields."""
     close = difflib.get_close_matches(name, list(known), n=5, cutoff=0.5)
     hint = f"closest known fields: {', '.join(close)}" if close else "no similar field exists"
+    if "sample" in what or "sample_id" in known:
+        listing = "a run's sample columns: 'warehouse query samples --run RUN_ID -n 1 -f json'"
+    else:
+        listing = "the run fields: 'warehouse query runs -n 1 --format json'"
     return QuerySyntaxError(
-        f"unknown {what} {name!r} ({hint}); list fields with 'warehouse query runs --format json'",
-        field=name,
-        suggestions=close,
+        f"unknown {what} {name!r} ({hint}); list {listing}", field=name, suggestions=close
     )
 
 

@@ -195,6 +195,11 @@ def get_run(store: Store, run_id: str, fields: Sequence[str] | None = None) -> d
                 f"run id prefix {wanted!r} matches several runs ({ids} ...); "
                 "give more characters of the id"
             )
+    if re.fullmatch(r"[0-9a-f]{1,3}", wanted):
+        raise ConfigurationError(
+            f"run id {wanted!r} is too short to look up; give at least 4 characters of the id "
+            "(`warehouse query runs` lists them)"
+        )
     raise NotFound(
         f"no run with id {wanted!r} in this warehouse; `warehouse query runs` lists the run "
         "ids (check WAREHOUSE_HOME / es_url if you expected it here)",
