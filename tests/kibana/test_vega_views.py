@@ -512,3 +512,34 @@ def test_specs_draw_the_same_on_the_vega_lite_versions_kibana_ships(vl_version: 
             "format": spec["data"]["format"],
         }
         assert vl_convert.vegalite_to_svg(spec, vl_version=vl_version).startswith("<svg")
+
+
+@pytest.mark.parametrize(
+    ("span_s", "label"),
+    [
+        pytest.param(3, r"02:35:\d\d", id="seconds"),  # the demo: runs seconds apart
+        pytest.param(2 * 86400, r"Nov 2[234] \d\d:00", id="days-with-hours"),
+        pytest.param(120 * 86400, r"[A-Z][a-z]{2} \d\d", id="months"),
+        pytest.param(3 * 365 * 86400, r"20\d\d-\d\d", id="years"),
+    ],
+)
+def test_the_time_axis_labels_suit_the_span(span_s: float, label: str) -> None:
+    """Never Vega's bare sub-second ".500" labels, never the same day on every tick."""
+    import re
+
+    start = datetime(2026, 11, 22, 2, 35, 17, tzinfo=UTC)
+    rows = [
+        {
+            "run_id": f"r{i}",
+            "experiment": "e",
+            "ended_at": (start + timedelta(seconds=span_s * i / 14)).isoformat(),
+            "metrics": {"val": {"acc": 0.5 + i / 100}},
+        }
+        for i in range(15)
+    ]
+    svg = vl_convert.vegalite_to_svg(spec_with_values("best_over_time", rows, width=600))
+    ticks = re.findall(r"role-axis-label.*?</g>", svg, flags=re.S)
+    texts = re.findall(r">([^<>]+)</text>", ticks[0] if ticks else "")
+    assert texts, "no x-axis labels rendered"
+    assert all(re.fullmatch(label, t) for t in texts), texts
+    assert len(set(texts)) == len(texts), texts
