@@ -797,3 +797,31 @@ def test_a_run_id_too_short_to_look_up_says_so(
 ) -> None:
     assert run_main(["query", "show", "a1"], monkeypatch) == 2
     assert "at least 4 characters" in capsys.readouterr().err
+
+
+def test_help_paragraphs_are_reflowed_for_the_terminal() -> None:
+    from warehouse.cli import _reflow
+
+    doc = """First line of a sentence
+    that goes on.
+
+    Example — the worst samples:
+    warehouse query samples --best
+
+        indented code
+        stays
+    """
+    assert _reflow(doc) == (
+        "First line of a sentence that goes on.\n\n"
+        "Example — the worst samples:\nwarehouse query samples --best\n\n"
+        "    indented code\n    stays"
+    )
+
+
+def test_help_on_an_80_column_terminal_has_no_ragged_paragraph(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    out = runner.invoke(app, ["query", "decomposition", "--help"]).stdout
+    assert "in the train, val and test splits" in " ".join(out.split())
+    assert not any(line.strip() == "train, val and" for line in out.splitlines())

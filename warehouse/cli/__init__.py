@@ -7,6 +7,7 @@ Every command module in this package registers its commands on the one ``app`` t
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 
@@ -34,6 +35,40 @@ app = typer.Typer(
 
 for _module in (demo, query, ops, live, kibana):
     _module.register(app)
+
+
+def _reflow(doc: str) -> str:
+    """A docstring as help text: each paragraph's lines joined, so the terminal wraps them
+    (typer's rich mode keeps every source line break: ragged help on an 80-column terminal).
+    Indented lines (examples, lists) and lines starting with a ``warehouse`` command keep
+    their breaks."""
+    paragraphs = []
+    for block in inspect.cleandoc(doc).split("\n\n"):
+        lines = block.splitlines()
+        if any(line.startswith((" ", "-", "*")) for line in lines[1:]):
+            paragraphs.append(block)
+        else:
+            joined: list[str] = []
+            for line in lines:  # a command on a line of its own stays on its own line
+                if joined and not line.startswith("warehouse "):
+                    joined[-1] += " " + line.strip()
+                else:
+                    joined.append(line.strip())
+            paragraphs.append("\n".join(joined))
+    return "\n\n".join(paragraphs)
+
+
+def _reflow_help(typer_app: typer.Typer) -> None:
+    for command in typer_app.registered_commands:
+        doc = command.help or (command.callback.__doc__ if command.callback else None)
+        if doc:
+            command.help = _reflow(doc)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _reflow_help(group.typer_instance)
+
+
+_reflow_help(app)
 
 
 def debug_enabled() -> bool:
