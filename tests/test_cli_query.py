@@ -477,8 +477,9 @@ def test_table_picks_one_precision_per_column() -> None:
     [
         pytest.param([0.0042, 12.3], ["0.00420", "12.30000"], id="small-next-to-large"),
         pytest.param([1000.0, 2500.0], ["1,000", "2,500"], id="whole-floats"),
-        pytest.param([0.0084, -2.3e-5], ["8.400e-03", "-2.300e-05"], id="below-1e-4"),
-        pytest.param([-0.00002, 0.0], ["-2.000e-05", "0.000e+00"], id="tiny-negative"),
+        pytest.param([0.0084, -2.3e-5], ["0.008400", "-0.000023"], id="tiny-beside-small"),
+        pytest.param([1.5e-5, 3e-5], ["1.500e-05", "3.000e-05"], id="all-below-1e-4"),
+        pytest.param([-0.00002, 0.0], ["-2.000e-05", "0"], id="tiny-negative-and-zero"),
         pytest.param([0.5, -0.0], ["0.5000", "0.0000"], id="negative-zero"),
     ],
 )

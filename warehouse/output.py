@@ -195,10 +195,10 @@ def number_format(values: Sequence[Any]) -> str:
     """One format spec for a numeric column, so its decimal points line up.
 
     Integers keep all digits (thousands separated), as do floats that are all whole numbers.
-    Other floats get 4 decimals below 10, 2 below 10,000 and none above — more when the
-    column's smallest non-zero value needs them to show 3 significant digits; when that
-    would take more than 6 decimals (a value below 0.0001), the column is in scientific
-    notation with 3 decimals.
+    Other floats get 4 decimals below 10, 2 below 10,000 and none above — more (up to 6) when
+    the column's smallest non-zero value needs them to show 3 significant digits. A column
+    whose values are all below 0.0001 (a learning-rate schedule's tail) is in scientific
+    notation with 3 decimals, zero shown as 0.
     """
     numbers = [float(v) for v in values if _is_number(v) and math.isfinite(v)]
     if not numbers:
@@ -210,11 +210,11 @@ def number_format(values: Sequence[Any]) -> str:
         return ",.0f"
     nonzero = [abs(v) for v in numbers if v != 0]
     smallest = min(nonzero) if nonzero else 0.0
-    needed = 2 - math.floor(math.log10(smallest)) if 0 < smallest < 1 else 0
-    if needed > 6:
+    if nonzero and largest < 1e-4:
         return ".3e"
+    needed = 2 - math.floor(math.log10(smallest)) if 0 < smallest < 1 else 0
     base = 4 if largest < 10 else 2 if largest < 10_000 else 0
-    return f",.{max(base, needed)}f"
+    return f",.{min(6, max(base, needed))}f"
 
 
 _NEGATIVE_ZERO = re.compile(r"^-(0[.,]?0*(e[+-]00)?)$")
@@ -231,6 +231,8 @@ def table_cell(value: Any, column: str, spec: str) -> str:
             return str(value)
         if spec == ",d" and isinstance(value, int) and column in ("rank", "seq", "step", "epoch"):
             return str(value)
+        if spec == ".3e" and value == 0:
+            return "0"
         shown = format(value, spec or (".6g" if isinstance(value, float) else "d"))
         return _NEGATIVE_ZERO.sub(r"\1", shown)  # -0.00002 at 4 decimals is 0.0000, not -0.0000
     if isinstance(value, str):
@@ -380,9 +382,9 @@ def write_mapping(sections: Mapping[str, Mapping[str, Any]], out: TextIO) -> Non
         )
         table.add_column("field", style="bold")
         table.add_column("value")
-        spec = number_format([v for v in values.values() if _is_number(v)])
+        spec = number_format([v for v in values.values() if isinstance(v, float)])
         for key, value in values.items():
-            text = table_cell(value, "", spec if _is_number(value) else "")
+            text = table_cell(value, "", spec if isinstance(value, float) else "")
             table.add_row(Text(str(key)), Text(text))
         console.print(table)
 
