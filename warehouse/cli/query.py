@@ -9,7 +9,7 @@ the rows with :mod:`warehouse.output`: results on stdout, messages on stderr. Er
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -20,6 +20,7 @@ from warehouse.output import RUN_ID_WIDTH, Format, info, render
 
 if TYPE_CHECKING:
     from warehouse.settings import Settings
+    from warehouse.stores.base import Store
 
 
 class DirectionChoice(StrEnum):
@@ -274,6 +275,32 @@ def _metric_columns(docs: Sequence[Mapping[str, Any]], only: str | None = None) 
 # --- best, leaderboard, over-time, decomposition ----------------------------------------
 
 
+def _ranked_view(
+    ask: Callable[[Store, Settings, str, str | None], list[dict[str, Any]]],
+    metric: str | None,
+    direction: DirectionChoice | None,
+    filter: str | None,
+    fmt: Format,
+    fail_empty: bool,
+    *,
+    empty: Sequence[str],
+    what: str = "run has a value of",
+    title: str | None = None,
+    **settings_flags: Any,
+) -> None:
+    """A view ranked by a metric: settings with the flags, ``ask(store, settings, metric,
+    direction)`` for the rows, then the table (``title`` may name ``{name}``) or JSON/CSV."""
+    from warehouse.stores import open_store
+
+    settings = _settings(primary_metric=metric, direction=direction, **settings_flags)
+    name, way = _metric(settings, metric, direction)
+    with open_store(settings) as store:
+        rows = ask(store, settings, name, way)
+    shown = title.format(name=name) if title else None
+    rendered = _render(rows, fmt, title=shown, empty=empty)
+    _finish(rendered, fail_empty, f"{what} {name}", settings, filter)
+
+
 @query_app.command()
 def best(
     filter: FilterOpt = None,
@@ -291,16 +318,18 @@ def best(
     Example: warehouse query best --metric val.acc -q 'NOT tags:debug' --per-experiment
     """
     from warehouse.query import views
-    from warehouse.stores import open_store
 
-    settings = _settings(primary_metric=metric, direction=direction)
-    name, way = _metric(settings, metric, direction)
     default = None if per_experiment else 1
-    with open_store(settings) as store:
-        rows = views.best(store, name, way, filter, per_experiment, _limit(limit, default))
-    empty = views.BEST_PER_EXPERIMENT_COLUMNS if per_experiment else views.BEST_COLUMNS
-    _finish(
-        _render(rows, fmt, empty=empty), fail_empty, f"run has a value of {name}", settings, filter
+    _ranked_view(
+        lambda store, _, name, way: views.best(
+            store, name, way, filter, per_experiment, _limit(limit, default)
+        ),
+        metric,
+        direction,
+        filter,
+        fmt,
+        fail_empty,
+        empty=views.BEST_PER_EXPERIMENT_COLUMNS if per_experiment else views.BEST_COLUMNS,
     )
 
 
@@ -318,14 +347,19 @@ def leaderboard(
     Example: warehouse query leaderboard --metric val.acc -q 'ended_at:>=2024-05-01'
     """
     from warehouse.query import views
-    from warehouse.stores import open_store
 
-    settings = _settings(primary_metric=metric, direction=direction)
-    name, way = _metric(settings, metric, direction)
-    with open_store(settings) as store:
-        rows = views.leaderboard(store, name, way, filter, _limit(limit, None))
-    rendered = _render(rows, fmt, title=f"best {name}", empty=views.LEADERBOARD_COLUMNS)
-    _finish(rendered, fail_empty, f"run has a value of {name}", settings, filter)
+    _ranked_view(
+        lambda store, _, name, way: views.leaderboard(
+            store, name, way, filter, _limit(limit, None)
+        ),
+        metric,
+        direction,
+        filter,
+        fmt,
+        fail_empty,
+        empty=views.LEADERBOARD_COLUMNS,
+        title="best {name}",
+    )
 
 
 @query_app.command("over-time")
@@ -351,16 +385,20 @@ def over_time(
     Example: warehouse query over-time --metric val.acc --interval week
     """
     from warehouse.query import views
-    from warehouse.stores import open_store
 
-    settings = _settings(primary_metric=metric, direction=direction)
-    name, way = _metric(settings, metric, direction)
-    period = interval.value if interval is not None else None
-    with open_store(settings) as store:
-        rows = views.over_time(store, name, way, filter, period, _limit(limit, None))  # type: ignore[arg-type]
-    empty = views.OVER_TIME_COLUMNS if period is None else views.OVER_TIME_PERIOD_COLUMNS
-    rendered = _render(rows, fmt, empty=empty)
-    _finish(rendered, fail_empty, f"ended run has a value of {name}", settings, filter)
+    period: Any = interval.value if interval is not None else None
+    _ranked_view(
+        lambda store, _, name, way: views.over_time(
+            store, name, way, filter, period, _limit(limit, None)
+        ),
+        metric,
+        direction,
+        filter,
+        fmt,
+        fail_empty,
+        empty=views.OVER_TIME_COLUMNS if period is None else views.OVER_TIME_PERIOD_COLUMNS,
+        what="ended run has a value of",
+    )
 
 
 @query_app.command()
@@ -390,16 +428,19 @@ def decomposition(
     Example: warehouse query decomposition --metric val.acc --baseline-error 0.02
     """
     from warehouse.query import views
-    from warehouse.stores import open_store
 
-    settings = _settings(primary_metric=metric, direction=direction, baseline_error=baseline_error)
-    name, way = _metric(settings, metric, direction)
-    with open_store(settings) as store:
-        rows = views.decomposition(
+    _ranked_view(
+        lambda store, settings, name, way: views.decomposition(
             store, name, way, filter, settings.baseline_error, _limit(limit, None)
-        )
-    rendered = _render(rows, fmt, empty=views.DECOMPOSITION_COLUMNS)
-    _finish(rendered, fail_empty, f"run has a value of {name}", settings, filter)
+        ),
+        metric,
+        direction,
+        filter,
+        fmt,
+        fail_empty,
+        empty=views.DECOMPOSITION_COLUMNS,
+        baseline_error=baseline_error,
+    )
 
 
 # --- samples ----------------------------------------------------------------------------
