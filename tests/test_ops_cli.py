@@ -55,6 +55,7 @@ def test_init_creates_then_keeps_and_status_reports_it(
     assert facts["store"] == "elasticsearch"
     assert facts["outbox pending"] == 0
     assert re.match(r"\d+\.\d+", facts["server version"])
+    assert facts["s3"] is None  # not configured: null for scripts, not a dash
 
 
 def test_init_against_an_unreachable_server_exits_3(
@@ -244,3 +245,19 @@ def test_every_query_answers_the_same_on_elasticsearch_and_local_after_the_demo(
         remote = answer("elasticsearch", *question)
         assert local or question[0] == "steps", question  # the demo logs no steps
         assert _same(local, remote) == [], question
+
+
+def test_status_of_the_local_store_counts_its_runs(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import warehouse
+
+    for _ in range(3):
+        with warehouse.start_run(experiment="e") as run:
+            run.log_metrics("val", {"acc": 0.5})
+    code, out, _ = run_main(["status", "-f", "json"], monkeypatch, capsys)
+    (facts,) = json.loads(out)
+    assert code == 0
+    assert facts["store"] == "local"
+    assert facts["runs"] == 3
+    assert facts["kibana"] is None

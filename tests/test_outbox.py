@@ -218,16 +218,45 @@ def test_eight_processes_adding_at_once_lose_nothing(tmp_path: Path) -> None:
     assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_an_unreadable_entry_is_reported_and_the_rest_ship(
+def test_a_corrupt_entry_is_set_aside_whole_reported_and_the_rest_ship(
     replicator: Replicator, es_url: str, es_settings: Settings
 ) -> None:
-    replicator.outbox.folder.mkdir(parents=True, exist_ok=True)
-    (replicator.outbox.folder / "00000000000000000001-1-deadbeef.json").write_text("{not json")
+    folder = replicator.outbox.folder
+    folder.mkdir(parents=True, exist_ok=True)
+    torn = Run(experiment="x").to_doc()
+    text = json.dumps({"version": 1, "kind": "run", "created_ns": 1, "payload": {"doc": torn}})
+    (folder / "00000000000000000001-1-deadbeef.json").write_text(text[: len(text) // 2])
     replicator.outbox.add("run", {"doc": Run(experiment="x").to_doc()})
     report = replicator.drain()
     assert report.shipped == 1
     assert len(report.failed) == 1
-    assert "unreadable" in report.failed[0][1]
+    assert "corrupt outbox entry" in report.failed[0][1]
+    # its bytes are kept, never overwritten by a rewrite of the failed attempt
+    kept = folder / "corrupt" / "00000000000000000001-1-deadbeef.json"
+    assert kept.read_text() == text[: len(text) // 2]
+    assert replicator.outbox.count() == 0
+    # every later sync still says it is there, until a person deletes it
+    again = replicator.drain()
+    assert [str(kept) in reason for _, reason in again.failed] == [True]
+    kept.unlink()
+    assert replicator.drain().complete
+
+
+def test_an_entry_that_cannot_be_read_now_is_left_exactly_as_it_is(
+    replicator: Replicator, es_settings: Settings
+) -> None:
+    """A passing read error (EACCES, EIO) must not turn a good entry into an empty one."""
+    entry = replicator.outbox.add("run", {"doc": Run(experiment="x").to_doc()})
+    before = entry.path.read_bytes()
+    entry.path.unlink()
+    entry.path.mkdir()  # reading it now fails with an OSError (IsADirectoryError)
+    report = replicator.drain()
+    assert len(report.failed) == 1
+    assert "left untouched" in report.failed[0][1]
+    assert entry.path.is_dir()  # not replaced by a rewritten file
+    entry.path.rmdir()
+    entry.path.write_bytes(before)
+    assert replicator.drain().shipped == 1
 
 
 def test_local_only_settings_need_no_replicator(home: Path) -> None:

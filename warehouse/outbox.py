@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KINDS = ("run", "samples", "steps", "object")
+CORRUPT = "corrupt"  # an entry file that does not parse (also its folder under outbox/)
+UNREADABLE = "unreadable"  # an entry file that could not be read this time
 _OPPORTUNISTIC_BUDGET_S = 2.0
 _DOWN_FOR_S = 30.0  # after "unreachable", publish only queues for this long
 _WARN_EVERY_S = 60.0
@@ -83,6 +85,8 @@ class Entry:
             return f"samples of run {p.get('run_id')} split {p.get('split')}"
         if self.kind == "steps":
             return f"{len(p.get('steps', []))} step(s) of run {p.get('run_id')}"
+        if self.kind in (CORRUPT, UNREADABLE):
+            return f"{self.kind} entry {self.path.name}"
         return f"object {p.get('key')}"
 
     def to_json(self) -> str:
@@ -169,21 +173,47 @@ class Outbox:
             )
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("outbox entry %s is unreadable (%s); it is left in place", path, exc)
-            return Entry(path, "corrupt", 0, {}, 0, f"unreadable outbox entry: {exc}", "corrupt")
+        except OSError as exc:  # maybe passing (EIO, EACCES): the file stays exactly as it is
+            reason = f"cannot read outbox entry {path} ({exc}); it is left untouched"
+            log.warning("%s", reason)
+            return Entry(path, UNREADABLE, 0, {}, 0, reason, UNREADABLE)
+        except (ValueError, KeyError, TypeError) as exc:  # torn or edited: keep its bytes aside
+            moved = self._quarantine(path)
+            reason = (
+                f"corrupt outbox entry ({type(exc).__name__}: {exc}), moved with its bytes to "
+                f"{moved}; inspect it, then delete it"
+            )
+            log.warning("%s", reason)
+            return Entry(moved, CORRUPT, 0, {}, 0, reason, CORRUPT)
+
+    def corrupt(self) -> list[Path]:
+        """Entries set aside as unparseable (``outbox/corrupt/``), for people to look at."""
+        try:
+            return sorted((self.folder / CORRUPT).iterdir())
+        except FileNotFoundError:
+            return []
 
     def remove(self, entry: Entry) -> None:
         with contextlib.suppress(FileNotFoundError):
             entry.path.unlink()
 
     def keep(self, entry: Entry, error: BaseException) -> None:
-        """Record a failed attempt on the entry (atomically, unless it was shipped meanwhile)."""
+        """Record a failed attempt on the entry (atomically, unless it was shipped meanwhile).
+        An entry that could not be read is never rewritten: that would replace its bytes."""
         entry.attempts += 1
-        entry.last_error = str(error)
+        entry.last_error = entry.last_error if entry.kind in (CORRUPT, UNREADABLE) else str(error)
         entry.last_error_type = type(error).__name__
-        if entry.path.exists():
+        if entry.kind not in (CORRUPT, UNREADABLE) and entry.path.exists():
             self._write(entry)
+
+    def _quarantine(self, path: Path) -> Path:
+        target = self.folder / CORRUPT / path.name
+        try:
+            target.parent.mkdir(exist_ok=True)
+            os.replace(path, target)
+        except OSError:
+            return path  # cannot move it: it stays where it is, still never rewritten
+        return target
 
     @contextlib.contextmanager
     def locked(self, *, wait: bool) -> Iterator[bool]:
@@ -312,6 +342,11 @@ class Replicator:
                             down[target] = error
                 if progress is not None:
                     progress(done, len(entries))
+            seen = {e.path for e, _ in report.failed}
+            for path in self.outbox.corrupt():
+                if path not in seen:
+                    reason = f"corrupt outbox entry set aside in {path}; inspect it, then delete it"
+                    report.failed.append((Entry(path, CORRUPT, 0, {}, 0, reason, CORRUPT), reason))
         if report.shipped:
             self._down_until.clear()
         return report
@@ -325,7 +360,7 @@ class Replicator:
             for entry in self.outbox.iter_pending():
                 if time.monotonic() > deadline:
                     return
-                if entry.last_error_type in ("InvalidRecord", "corrupt"):
+                if entry.kind in (CORRUPT, UNREADABLE) or entry.last_error_type == "InvalidRecord":
                     continue  # needs a person: `warehouse sync` reports it
                 if self._is_down(_target(entry.kind)):
                     continue

@@ -154,9 +154,18 @@ def status(fmt: FormatOpt = Format.table) -> None:
         "store": settings.store_engine,
         "home": str(settings.resolved_home),
     }
+    if settings.store_engine == "local":
+        from warehouse.stores.base import RunQuery
+        from warehouse.stores.local import LocalStore
+
+        with LocalStore(settings.resolved_home) as local:
+            facts["runs"] = len(local.search_runs(RunQuery(limit=None, fields=("run_id",))))
     outbox = Outbox(settings.resolved_home / "outbox")
     waiting = outbox.pending()
     facts["outbox pending"] = len(waiting)
+    set_aside = outbox.corrupt()
+    if set_aside:
+        facts["outbox corrupt"] = f"{len(set_aside)} set aside in {set_aside[0].parent}"
     failed = [e for e in waiting if e.last_error]
     if failed:
         facts["outbox last error"] = failed[-1].last_error
@@ -182,10 +191,10 @@ def status(fmt: FormatOpt = Format.table) -> None:
             facts["reachable"] = False
             facts["problem"] = str(exc)
             unreachable = True
-    facts["s3"] = settings.s3_url or "—"
+    facts["s3"] = settings.s3_url  # None: not configured (a dash in the table, null in JSON)
     if settings.s3_endpoint:
         facts["s3 endpoint"] = settings.s3_endpoint
-    facts["kibana"] = settings.kibana_url or "—"
+    facts["kibana"] = settings.kibana_url
     if fmt is Format.table:
         render(
             [{"setting": k, "value": v} for k, v in facts.items()],
@@ -212,7 +221,7 @@ def sync(quiet: QuietOpt = False) -> None:
     settings = _settings()
     replicator = Replicator(settings)
     total = replicator.outbox.count()
-    if total == 0:
+    if total == 0 and not replicator.outbox.corrupt():
         if not quiet:
             info("the outbox is empty: nothing to ship")
         return
