@@ -261,3 +261,29 @@ def test_status_of_the_local_store_counts_its_runs(
     assert facts["store"] == "local"
     assert facts["runs"] == 3
     assert facts["kibana"] is None
+
+
+def test_sync_stores_steps_spilled_while_the_steps_store_was_down(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import warehouse
+    from warehouse.stores.base import StepRange
+    from warehouse.stores.local import LocalStore
+
+    monkeypatch.setenv("WAREHOUSE_SYSTEM_INTERVAL_S", "0")
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "steps").write_text("")  # the steps folder cannot be made: every step write fails
+    with warehouse.start_run(experiment="spilled") as run:
+        for step in range(100):
+            run.log_step(step, loss=1.0 / (step + 1))
+    assert any((home / "spill" / run.run_id).iterdir())
+    code, out, _ = run_main(["status", "-f", "json"], monkeypatch, capsys)
+    assert json.loads(out)[0]["spilled steps"].startswith("100 ")
+    (home / "steps").unlink()  # the fault is fixed
+    for _ in range(2):  # twice: nothing is stored twice
+        code, _, err = run_main(["sync"], monkeypatch, capsys)
+        assert code == 0, err
+    with LocalStore(home) as store:
+        steps = [s for s in store.steps(StepRange(run_id=run.run_id)) if "metrics" in s]
+    assert [s["step"] for s in steps] == list(range(100))
+    assert not (home / "spill" / run.run_id).exists()

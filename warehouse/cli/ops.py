@@ -163,6 +163,11 @@ def status(fmt: FormatOpt = Format.table) -> None:
     outbox = Outbox(settings.resolved_home / "outbox")
     waiting = outbox.pending()
     facts["outbox pending"] = len(waiting)
+    from warehouse.live.steps import spilled_total
+
+    spilled = spilled_total(settings.resolved_home / "spill")
+    if spilled:
+        facts["spilled steps"] = f"{spilled} — run 'warehouse sync' to store them"
     set_aside = outbox.corrupt()
     if set_aside:
         facts["outbox corrupt"] = f"{len(set_aside)} set aside in {set_aside[0].parent}"
@@ -220,6 +225,19 @@ def sync(quiet: QuietOpt = False) -> None:
 
     settings = _settings()
     replicator = Replicator(settings)
+    steps_shipped, steps_failed = _ship_spilled_steps(settings, replicator)
+    if steps_shipped and not quiet:
+        info(f"shipped {steps_shipped} spilled step(s) to the steps store")
+    if steps_failed:
+        replicator.close()
+        raise SyncIncomplete(
+            "spilled steps could not be shipped: "
+            + "; ".join(f"run {run_id}: {why}" for run_id, why in steps_failed[:5])
+            + ". They stay in "
+            + str(settings.resolved_home / "spill")
+            + "; fix the cause and run 'warehouse sync' again",
+            items=[f"{run_id}: {why}" for run_id, why in steps_failed],
+        )
     total = replicator.outbox.count()
     if total == 0 and not replicator.outbox.corrupt():
         if not quiet:
@@ -259,6 +277,27 @@ def sync(quiet: QuietOpt = False) -> None:
         )
     if not quiet:
         info(f"shipped {report.shipped} record(s); the outbox is empty")
+
+
+def _ship_spilled_steps(settings: Any, replicator: Any) -> tuple[int, list[tuple[str, str]]]:
+    """Steps a run could not write when it ended (``<home>/spill/``): into the local steps
+    store, and on to Elasticsearch through the outbox when configured."""
+    from warehouse.live.steps import ship_spill_root
+    from warehouse.stores.local import LocalStore
+
+    root = settings.resolved_home / "spill"
+    if not root.is_dir():
+        return 0, []
+    with LocalStore(settings.resolved_home) as store:
+
+        def sink_for(run_id: str, experiment: str) -> Any:
+            def sink(docs: list[dict[str, Any]]) -> None:
+                store.write_steps(run_id, experiment, docs)
+                replicator.publish_steps(run_id, experiment, docs)
+
+            return sink
+
+        return ship_spill_root(root, sink_for)
 
 
 # export-templates -----------------------------------------------------------------------------

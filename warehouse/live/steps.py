@@ -865,6 +865,45 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def ship_spill_root(
+    spill_root: Path, sink_for: Callable[[str, str], Sink]
+) -> tuple[int, list[tuple[str, str]]]:
+    """Ship every run's spilled steps under ``spill_root`` (``<home>/spill/<run_id>/``)
+    through ``sink_for(run_id, experiment)``: (documents shipped, [(run_id, why not)]).
+
+    For ``warehouse sync``, after the steps store was down when a run ended. A logger still
+    running may ship the same segments at the same time: steps are keyed by ``run_id:seq``,
+    so a document shipped twice is stored once.
+    """
+    shipped: int = 0
+    failed: list[tuple[str, str]] = []
+    try:
+        folders = sorted(p for p in spill_root.iterdir() if p.is_dir())
+    except OSError:
+        return 0, []
+    for folder in folders:
+        run_id = folder.name
+        first = next(iter_docs(folder), None)
+        if first is None:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+            continue
+        experiment = str(first.get("experiment") or "default")
+        try:
+            shipped += ship_spilled(folder, sink_for(run_id, experiment))
+        except Exception as exc:  # the rest stays on disk for the next sync
+            failed.append((run_id, f"{type(exc).__name__}: {exc}"))
+    return shipped, failed
+
+
+def spilled_total(spill_root: Path) -> int:
+    """Step documents waiting under ``spill_root``, all runs together."""
+    try:
+        return sum(spilled_count(p) for p in spill_root.iterdir() if p.is_dir())
+    except OSError:
+        return 0
+
+
 def iter_docs(spill_dir: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """The documents waiting in ``spill_dir``, oldest first (for inspection and tests)."""
     for path in _segments(Path(spill_dir)):
@@ -877,6 +916,8 @@ __all__ = [
     "StepLogger",
     "is_tick",
     "iter_docs",
+    "ship_spill_root",
     "ship_spilled",
     "spilled_count",
+    "spilled_total",
 ]
