@@ -309,3 +309,68 @@ def test_with_s3_alone_records_stay_local_and_only_objects_ship(
     assert rep is not None
     assert rep.outbox.count() == 0  # nothing waits for an Elasticsearch that is not configured
     rep.close()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A TCP server that accepts connections and never answers: a hung Elasticsearch."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    server.close()
+    for conn in held:
+        conn.close()
+
+
+def test_an_elasticsearch_that_never_answers_holds_training_seconds_not_minutes(
+    home: Path,
+    silent_server: str,
+    es_url: str,
+    es_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import warehouse
+    from warehouse.outbox import PUBLISH_WAIT_S
+
+    for name, value in {
+        "WAREHOUSE_ES_URL": silent_server,
+        "WAREHOUSE_INDEX_PREFIX": es_prefix,
+        "WAREHOUSE_SYSTEM_INTERVAL_S": "0",
+    }.items():
+        monkeypatch.setenv(name, value)
+    started = time.monotonic()
+    with warehouse.start_run(experiment="hung") as run:
+        run.log_metrics("val", {"acc": 0.5})
+        run.log_samples("val", [{"sample_id": i, "loss": i / 10} for i in range(10)])
+    elapsed = time.monotonic() - started
+    # one bounded wait, then the records only queue (the client alone would retry for 40 s+)
+    assert elapsed < 2 * PUBLISH_WAIT_S + 3, f"the run took {elapsed:.1f} s"
+    assert (home / "runs" / f"{run.run_id}.json").is_file()
+    assert Outbox(home / "outbox").count() >= 2
+    # once a real Elasticsearch answers, sync ships what waited, once
+    real = settings_for(es_url, es_prefix)
+    init_elasticsearch(real)
+    shipper = Replicator(real)
+    try:
+        report = shipper.drain()
+    finally:
+        shipper.close()
+    assert report.complete, report.failed
+    assert count(es_url, f"{es_prefix}-runs", run_id=run.run_id) == 1
+    assert count(es_url, f"{es_prefix}-samples", run_id=run.run_id) == 10

@@ -54,6 +54,8 @@ KINDS = ("run", "samples", "steps", "object")
 CORRUPT = "corrupt"  # an entry file that does not parse (also its folder under outbox/)
 UNREADABLE = "unreadable"  # an entry file that could not be read this time
 _OPPORTUNISTIC_BUDGET_S = 2.0
+PUBLISH_WAIT_S = 5.0
+"""The longest a record's shipping may hold the caller (the training thread); then it waits."""
 _DOWN_FOR_S = 30.0  # after "unreachable", publish only queues for this long
 _WARN_EVERY_S = 60.0
 _SAMPLE_BATCH_ROWS = 16_384
@@ -364,7 +366,8 @@ class Replicator:
                     continue  # needs a person: `warehouse sync` reports it
                 if self._is_down(_target(entry.kind)):
                     continue
-                error = self._try(entry)
+                left = deadline - time.monotonic()
+                error = self._try_within(entry, max(left, 0.05))
                 if isinstance(error, BackendUnavailable):
                     return
 
@@ -380,10 +383,38 @@ class Replicator:
             self._warn(target, None)
             self._raise_if_strict(target, self._last_error.get(target))
             return
-        error = self._try(entry)
+        error = self._try_within(entry, PUBLISH_WAIT_S)
         if error is not None:
             self._warn(target, error)
             self._raise_if_strict(target, error)
+
+    def _try_within(self, entry: Entry, wait_s: float) -> BaseException | None:
+        """:meth:`_try` on a helper thread, waited for at most ``wait_s``: a server that
+        accepts connections but never answers cannot hold the training thread for the
+        client's timeouts and retries (40 s and more). On time-out the entry stays in the
+        outbox (the attempt may still finish: shipping twice is harmless) and the target
+        counts as down, so the next records only queue."""
+        outcome: list[BaseException | None] = []
+        done = threading.Event()
+
+        def attempt() -> None:
+            try:
+                outcome.append(self._try(entry))
+            finally:
+                done.set()
+
+        threading.Thread(target=attempt, name="warehouse-ship", daemon=True).start()
+        if done.wait(wait_s):
+            return outcome[0] if outcome else None
+        target = _target(entry.kind)
+        cls = ObjectStoreUnavailable if target == "S3" else StoreUnavailable
+        error = cls(
+            f"{target} did not answer within {wait_s:.0f} s; the record waits in the outbox "
+            f"({self.outbox.folder}); run 'warehouse sync' when it answers again"
+        )
+        self._down_until[target] = time.monotonic() + _DOWN_FOR_S
+        self._last_error[target] = error
+        return error
 
     def _try(self, entry: Entry) -> BaseException | None:
         """Ship one entry; on success delete it, on failure keep it with the reason."""
