@@ -287,3 +287,21 @@ def test_sync_stores_steps_spilled_while_the_steps_store_was_down(
         steps = [s for s in store.steps(StepRange(run_id=run.run_id)) if "metrics" in s]
     assert [s["step"] for s in steps] == list(range(100))
     assert not (home / "spill" / run.run_id).exists()
+
+
+def test_compact_rebuild_finds_runs_the_journal_lost(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from warehouse.stores.base import RunQuery
+    from warehouse.stores.local import LocalStore
+
+    with LocalStore(home) as store:
+        store.write_runs([Run(run_id="r0", experiment="e").to_doc()])
+        store.search_runs(RunQuery())  # catalog written; the next run is only journaled
+        store.write_runs([Run(run_id="r1", experiment="e").to_doc()])
+    (home / "catalog" / "journal").write_text("")  # the journal is lost
+    with LocalStore(home) as store:
+        assert [r["run_id"] for r in store.search_runs(RunQuery())] == ["r0"]
+    code, _, err = run_main(["compact", "--rebuild"], monkeypatch, capsys)
+    assert code == 0
+    assert "rebuilt the run catalog: 2 run(s)" in err

@@ -186,6 +186,40 @@ def test_corrupt_run_file_is_skipped_with_a_warning_naming_it(
     assert str(home / "runs" / "stray.json") in warned
 
 
+@pytest.mark.parametrize(
+    "junk", [b"bad\x00id\n", b"\xff\xfe\n", b"../../etc/passwd\n"], ids=["nul", "utf8", "path"]
+)
+def test_a_damaged_journal_line_breaks_neither_queries_nor_the_next_writes(
+    home: Path, junk: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    with LocalStore(home, compact_after=4) as store:
+        store.write_runs([doc("r0")])
+        store.search_runs(RunQuery())  # the catalog exists; later runs go through the journal
+        store.write_runs([doc("r1")])
+        with open(home / "catalog" / "journal", "ab") as journal:
+            journal.write(junk)
+        with caplog.at_level(logging.WARNING):
+            found = {r["run_id"] for r in store.search_runs(RunQuery())}
+        assert found == {"r0", "r1"}
+        assert str(home / "catalog" / "journal") in caplog.text
+        for i in range(2, 7):  # passes the compaction threshold: the writer must not crash
+            store.write_runs([doc(f"r{i}")])
+        found = {r["run_id"] for r in store.search_runs(RunQuery(limit=None))}
+    assert found == {f"r{i}" for i in range(7)}
+
+
+def test_a_run_file_that_cannot_be_read_leaves_the_others_queryable(
+    home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with LocalStore(home) as store:
+        store.write_runs([doc("good")])
+    (home / "runs" / "odd.json").mkdir()  # reading it fails with an OSError (EISDIR)
+    with LocalStore(home) as store, caplog.at_level(logging.WARNING):
+        store.compact(rebuild=True)
+        assert [r["run_id"] for r in store.search_runs(RunQuery())] == ["good"]
+    assert str(home / "runs" / "odd.json") in caplog.text
+
+
 def test_deleted_catalog_is_rebuilt_from_the_run_files(home: Path) -> None:
     with LocalStore(home, compact_after=2) as store:
         store.write_runs([doc(f"r{i}") for i in range(5)])

@@ -31,10 +31,11 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but
 
 
 def register(app: typer.Typer) -> None:
-    """Add `init`, `status`, `sync` and `export-templates` to the main app."""
+    """Add `init`, `status`, `sync`, `compact` and `export-templates` to the main app."""
     app.command("init")(init)
     app.command("status")(status)
     app.command("sync")(sync)
+    app.command("compact")(compact)
     app.command("export-templates")(export_templates)
 
 
@@ -298,6 +299,30 @@ def _ship_spilled_steps(settings: Any, replicator: Any) -> tuple[int, list[tuple
             return sink
 
         return ship_spill_root(root, sink_for)
+
+
+# compact --------------------------------------------------------------------------------------
+def compact(
+    rebuild: Annotated[
+        bool,
+        typer.Option(
+            "--rebuild", help="Rescan every run file (after hand edits or a damaged journal)."
+        ),
+    ] = False,
+) -> None:
+    """Fold recent runs into the local store's run catalog now (it also happens by itself).
+
+    Example: warehouse compact --rebuild
+    """
+    from warehouse.output import info
+    from warehouse.stores.base import RunQuery
+    from warehouse.stores.local import LocalStore
+
+    settings = _settings()
+    with LocalStore(settings.resolved_home) as store:
+        store.compact(rebuild=rebuild)
+        runs = len(store.search_runs(RunQuery(limit=None, fields=("run_id",))))
+    info(f"{'rebuilt' if rebuild else 'compacted'} the run catalog: {runs} run(s)")
 
 
 # export-templates -----------------------------------------------------------------------------

@@ -30,6 +30,7 @@ import json
 import logging
 import math
 import os
+import re
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -83,7 +84,10 @@ class RunCatalog:
             finally:
                 os.close(fd)
             if self.journal.read_bytes().count(b"\n") >= self.compact_after:
-                self._compact_locked()
+                try:
+                    self._compact_locked()
+                except Exception:  # the journal still holds the runs: never fail the writer
+                    log.warning("compacting the run catalog in %s failed", self.dir, exc_info=True)
 
     def compact(self, rebuild: bool = False) -> None:
         """Fold the journal into ``runs.parquet`` now (``rebuild``: rescan every run file)."""
@@ -148,8 +152,19 @@ class RunCatalog:
             return
         complete = data[: data.rfind(b"\n") + 1]
         self._offset += len(complete)
-        for run_id in dict.fromkeys(complete.decode().split()):
-            self._delta[run_id] = self._read_run(run_id)
+        damaged = 0
+        for run_id in dict.fromkeys(complete.decode("utf-8", errors="replace").split()):
+            if _RUN_ID.fullmatch(run_id):
+                self._delta[run_id] = self._read_run(run_id)
+            else:
+                damaged += 1
+        if damaged:
+            log.warning(
+                "skipped %d damaged line(s) of the run journal %s; the runs they named are "
+                "found again by 'warehouse compact --rebuild'",
+                damaged,
+                self.journal,
+            )
 
     def _compact_locked(self) -> None:
         if _stat(self.path) is None or self._base_key != _stat(self.path):
@@ -216,8 +231,8 @@ class RunCatalog:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
-        except UnicodeDecodeError as exc:
-            log.warning("skipping corrupt run file %s (%s); fix or delete it", path, exc)
+        except (OSError, UnicodeDecodeError) as exc:  # EACCES, a folder named like a run ...
+            log.warning("skipping unreadable run file %s (%s); fix or delete it", path, exc)
             return None
         try:
             doc = json.loads(text)
@@ -247,6 +262,9 @@ class RunCatalog:
             yield
         finally:
             os.close(fd)  # closing releases the lock
+
+
+_RUN_ID = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,199}")  # as run file names allow
 
 
 def flatten_run(doc: dict[str, Any], text: str) -> dict[str, Any]:
