@@ -386,3 +386,13 @@ def test_non_finite_sample_values_are_stored_as_missing(home: Path) -> None:
             for r in store.search_samples(SampleQuery(run_id=run.run_id, split="val"))
         }
     assert got == {"1": None, "2": None, "3": 0.5}
+
+
+@pytest.mark.parametrize("name", ["../../../tmp/x", "/tmp/x", "a/../b", "exp\x00"])
+def test_an_experiment_name_that_would_escape_the_warehouse_is_refused(
+    home: Path, tmp_path: Path, name: str
+) -> None:
+    with pytest.raises(InvalidRecord, match="cannot be used"):
+        warehouse.start_run(experiment=name)
+    outside = [p for p in tmp_path.rglob("*") if home not in p.parents and p != home]
+    assert not [p for p in outside if p.is_file()]

@@ -266,6 +266,13 @@ def normalise_experiment(name: str) -> str:
     cleaned = str(name).strip()
     if not cleaned:
         raise InvalidRecord("experiment name is empty; pass experiment='my-experiment'")
+    segments = cleaned.split("/")
+    if any(s in ("", ".", "..") for s in segments) or any(ord(c) < 32 for c in cleaned):
+        raise InvalidRecord(
+            f"experiment name {cleaned!r} cannot be used: it names folders and object keys, so "
+            "it may not start or end with '/', hold '.' or '..' parts or control characters; "
+            "e.g. experiment='resnet50-baseline'"
+        )
     return cleaned
 
 

@@ -100,3 +100,20 @@ class TestObjectStoreContract:
         # closing is not the end: a closed store may be used again (it reconnects)
         uri = object_store.put(KEY, b"again", content_type=None, sha256=_sha(b"again"))
         assert object_store.get(uri) == b"again"
+
+
+@pytest.mark.parametrize(
+    ("experiment", "name"),
+    [
+        pytest.param("../../../tmp/x", "m.pt", id="dot-dot-experiment"),
+        pytest.param("/tmp/x", "m.pt", id="absolute-experiment"),
+        pytest.param("exp", "../../outside.pt", id="dot-dot-name"),
+        pytest.param("exp", "a\\..\\..\\b.pt", id="backslash-dot-dot"),
+        pytest.param("exp\n", "m.pt", id="control-character"),
+    ],
+)
+def test_a_key_that_would_leave_the_store_root_is_refused(experiment: str, name: str) -> None:
+    from warehouse.errors import InvalidRecord
+
+    with pytest.raises(InvalidRecord, match="cannot be part of an object key"):
+        object_key(experiment, "run-1", "artifacts", name)

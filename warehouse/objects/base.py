@@ -13,11 +13,34 @@ from typing import Protocol, Self
 
 
 def object_key(experiment: str, run_id: str, kind: str, name: str) -> str:
-    """The key of one object, relative to the store's root/prefix."""
-    safe = name.replace("\\", "/").lstrip("/")
-    if ".." in safe.split("/"):
-        raise ValueError(f"object name {name!r} may not contain '..'")
-    return f"{experiment}/{run_id}/{kind}/{safe}"
+    """The key of one object, relative to the store's root/prefix.
+
+    Every part must stay inside that root: no ``..`` or empty segments, no leading ``/``, no
+    control characters (a local store writes the key as a path). A backslash in ``name`` is
+    taken as a folder separator (a Windows path).
+    """
+    from warehouse.errors import InvalidRecord
+
+    parts = {
+        "experiment name": experiment,
+        "run id": run_id,
+        "kind": kind,
+        "object name": name.replace("\\", "/").lstrip("/"),
+    }
+    for what, value in parts.items():
+        segments = value.split("/")
+        if (
+            not value
+            or any(seg in ("", ".", "..") for seg in segments)
+            or any(ord(ch) < 32 or ch == "\x7f" for ch in value)
+            or "\\" in value
+        ):
+            raise InvalidRecord(
+                f"{what} {value!r} cannot be part of an object key: it must not be empty, start "
+                "with '/', hold '.', '..' or empty path segments, backslashes or control "
+                "characters"
+            )
+    return "/".join(parts.values())
 
 
 class ObjectStore(Protocol):
