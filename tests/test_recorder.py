@@ -396,3 +396,19 @@ def test_an_experiment_name_that_would_escape_the_warehouse_is_refused(
         warehouse.start_run(experiment=name)
     outside = [p for p in tmp_path.rglob("*") if home not in p.parents and p != home]
     assert not [p for p in outside if p.is_file()]
+
+
+def test_a_resumed_run_appends_its_steps_after_the_first_attempts(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A preempted job restarted with its run id: both attempts' steps are kept, in order."""
+    from warehouse.stores.base import StepRange
+
+    monkeypatch.setenv("WAREHOUSE_SYSTEM_INTERVAL_S", "0")
+    for first, last in ((0, 50), (50, 80)):
+        with warehouse.start_run(experiment="resume", run_id="resumed-run-01") as run:
+            for step in range(first, last):
+                run.log_step(step, loss=1.0 / (step + 1))
+    with LocalStore(home) as store:
+        steps = [s for s in store.steps(StepRange(run_id="resumed-run-01")) if "metrics" in s]
+    assert [s["step"] for s in steps] == list(range(80))

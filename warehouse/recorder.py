@@ -236,6 +236,7 @@ class Recorder:
             steps=steps or StepOptions(total_steps=total_steps),
         )
         run._secrets = captured.secrets
+        run._resumed = bool(run_id)
         if diff:
             run.log_artifact(
                 diff.encode("utf-8"), "git.diff", kind="git", content_type="text/x-diff"
@@ -322,6 +323,7 @@ class ActiveRun:
         self._ended = False
         self._writing = 0  # main-thread writes under way (store and file locks held)
         self._secrets: frozenset[str] = frozenset()  # the config's, scrubbed from errors
+        self._resumed = False  # started with the run id of an earlier attempt
         self._deferred_sigterm: tuple[int, Any] | None = None
 
     # identity ---------------------------------------------------------------------------
@@ -508,8 +510,21 @@ class ActiveRun:
             tokens_per_step=o.tokens_per_step,
             flops_per_token=o.flops_per_token,
             peak_flops=o.peak_flops,
+            first_seq=self._next_seq() if self._resumed else 0,
         )
         return self._steps
+
+    def _next_seq(self) -> int:
+        """After the steps already stored for this run id (a resumed run must not reuse a
+        ``run_id:seq`` id: it would replace the earlier attempt's steps)."""
+        from warehouse.stores.base import StepRange
+
+        try:
+            stored = self._recorder.store.steps(StepRange(run_id=self.run_id))
+            return max((int(d.get("seq", -1)) for d in stored), default=-1) + 1
+        except WarehouseError as exc:
+            log.warning("run %s: cannot read its stored steps (%s)", self.run_id, exc)
+            return 0
 
     # life -------------------------------------------------------------------------------
     def heartbeat(self) -> None:

@@ -446,6 +446,7 @@ class StepLogger:
         peak_flops: float | None = None,
         flush_interval_s: float = 1.0,
         max_buffered: int = 100_000,
+        first_seq: int = 0,
     ) -> None:
         self.run_id = run_id
         self.experiment = experiment
@@ -469,6 +470,7 @@ class StepLogger:
             flops_per_token=flops_per_token,
             peak_flops=peak_flops,
         )
+        self._builder.seq = first_seq  # a resumed run numbers its steps after the stored ones
         self._console: ConsoleLine | None = None
         if console:
             from warehouse.live.console import ConsoleLine
@@ -518,8 +520,9 @@ class StepLogger:
         if _segments(self.spill_dir):
             # a previous logger of this run left steps behind: ship them first, and number
             # ours after them so that no id is reused
-            self._builder.seq = (
-                max((d.get("seq", -1) for d in iter_docs(self.spill_dir)), default=-1) + 1
+            self._builder.seq = max(
+                self._builder.seq,
+                max((d.get("seq", -1) for d in iter_docs(self.spill_dir)), default=-1) + 1,
             )
             self._ship_wake.set()
         atexit.register(self._at_exit)
