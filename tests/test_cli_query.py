@@ -826,3 +826,10 @@ def test_help_on_an_80_column_terminal_has_no_ragged_paragraph(
     out = runner.invoke(app, ["query", "decomposition", "--help"]).stdout
     assert "in the train, val and test splits" in " ".join(out.split())
     assert not any(line.strip() == "train, val and" for line in out.splitlines())
+
+
+def test_a_chosen_column_no_run_has_is_pointed_out(world: Path) -> None:
+    result = query("runs", "-c", "run_id,metrics.val.acuracy", "-f", "csv")
+    assert result.exit_code == 0
+    assert "no run shown has a value for metrics.val.acuracy" in result.stderr
+    assert result.stdout.splitlines()[0] == "run_id,metrics.val.acuracy"

@@ -243,6 +243,12 @@ def runs(
     else:
         if wanted:
             cols = wanted
+            blank = [c for c in cols if docs and all(views.get_path(d, c) is None for d in docs)]
+            if blank:
+                info(
+                    f"no run shown has a value for {', '.join(blank)}; check the name "
+                    "(`warehouse query runs -n 1 --format json` shows a whole run)"
+                )
         elif fmt is Format.table:  # the metric in force, in every split: fits a terminal
             name, _ = _metric(settings, metric, direction)
             primary = views.resolve_metric(name).name
