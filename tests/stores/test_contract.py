@@ -374,6 +374,26 @@ class TestStoreContract:
         with pytest.raises(QuerySyntaxError, match=r"metrics\.val\.acc"):
             store.best_per_experiment("metrics.val.accuracy", "max")
 
+    def test_ranked_views_are_empty_while_every_value_was_non_finite(self, store: Store) -> None:
+        """Every val.acc so far was NaN: no store has the field, yet it is no typo."""
+        from warehouse.models import Run
+        from warehouse.query import views
+
+        doc = Run(
+            run_id="nan-run",
+            experiment="e",
+            status="completed",
+            metrics={"val": {"loss": 0.5}},
+            invalid_metrics=["val.acc"],
+        ).to_doc()
+        store.write_runs([doc])
+        assert views.leaderboard(store, "val.acc", "max") == []
+        assert views.best(store, "val.acc", "max") == []
+        assert views.best(store, "val.acc", "max", limit=3) == []
+        assert views.decomposition(store, "val.acc", "max") == []
+        with pytest.raises(QuerySyntaxError, match=r"val\.loss"):  # a typo is still an error
+            views.leaderboard(store, "val.los", "min")
+
     # samples --------------------------------------------------------------------------------
     def test_write_samples_returns_the_row_count(self, store: Store) -> None:
         store.write_runs(DOCS[:1])

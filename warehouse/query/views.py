@@ -20,9 +20,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
-from warehouse.errors import ConfigurationError, NotFound, QuerySyntaxError
+from warehouse.errors import ConfigurationError, NotFound, QuerySyntaxError, WarehouseError
 from warehouse.models import Decomposition, decompose, infer_direction, parse_metric_path
-from warehouse.stores.base import Direction, Order, RunQuery, SampleQuery, StepRange, Store
+from warehouse.stores.base import (
+    Direction,
+    ExperimentBest,
+    Order,
+    RunQuery,
+    SampleQuery,
+    StepRange,
+    Store,
+)
 
 Interval = Literal["day", "week", "month"]
 INTERVALS: tuple[Interval, ...] = ("day", "week", "month")
@@ -225,7 +233,7 @@ def best(
     """
     m = resolve_metric(metric, direction)
     if per_experiment or limit is None or limit <= 1:
-        bests = store.best_per_experiment(m.path, m.direction, filter)
+        bests = _bests(store, m, filter)
         if not per_experiment:
             bests = bests[:1]
         elif limit:
@@ -238,14 +246,19 @@ def best(
             rows.append(row)
         return rows
     order: Order = "desc" if m.direction == "max" else "asc"
-    docs = store.search_runs(
-        RunQuery(
-            filter=filter,
-            sort=((m.path, order), ("ended_at", "asc"), ("run_id", "asc")),
-            limit=limit,
-            fields=("run_id", "experiment", "status", "ended_at", m.path),
+    try:
+        docs = store.search_runs(
+            RunQuery(
+                filter=filter,
+                sort=((m.path, order), ("ended_at", "asc"), ("run_id", "asc")),
+                limit=limit,
+                fields=("run_id", "experiment", "status", "ended_at", m.path),
+            )
         )
-    )
+    except QuerySyntaxError as exc:
+        if _only_non_finite(store, m, exc):
+            return []
+        raise
     rows = []
     for doc in docs:  # a store puts runs without the metric last; they are not ranked
         score = finite(get_path(doc, m.path))
@@ -273,6 +286,31 @@ OVER_TIME_PERIOD_COLUMNS = (
 """The columns of each view's rows, in order (a CSV header even when nothing matched)."""
 
 
+def _bests(store: Store, m: Metric, filter: str | None) -> list[ExperimentBest]:
+    """Each experiment's best run by ``m``; none (not an error) while every value of ``m``
+    recorded so far was NaN/inf, so that no store has the field yet."""
+    try:
+        return store.best_per_experiment(m.path, m.direction, filter)
+    except QuerySyntaxError as exc:
+        if _only_non_finite(store, m, exc):
+            return []
+        raise
+
+
+def _only_non_finite(store: Store, m: Metric, exc: QuerySyntaxError) -> bool:
+    """Whether ``exc`` says ``m`` is an unknown field while runs list it as invalid."""
+    if getattr(exc, "field", None) != m.path:
+        return False
+    try:
+        return bool(
+            store.search_runs(
+                RunQuery(filter=f"invalid_metrics:{quote(m.label)}", limit=1, fields=("run_id",))
+            )
+        )
+    except WarehouseError:  # no run lists any invalid metric: the field is unknown too
+        return False
+
+
 def _best_row(rank: int, run: Mapping[str, Any], m: Metric, score: float | None) -> dict[str, Any]:
     return {
         "rank": rank,
@@ -295,7 +333,7 @@ def best_run(
     """The document of the best run by ``metric`` (within ``filter``/``experiment``)."""
     m = resolve_metric(metric, direction)
     where = and_filters(filter, f"experiment:{quote(experiment)}" if experiment else None)
-    bests = store.best_per_experiment(m.path, m.direction, where)
+    bests = _bests(store, m, where)
     if not bests:
         scope = f" matching {where!r}" if where else ""
         raise NotFound(
@@ -315,7 +353,7 @@ def leaderboard(
 ) -> list[dict[str, Any]]:
     """Experiments, best first: rank, experiment, best_score, best_run_id, run_count, ended_at."""
     m = resolve_metric(metric, direction)
-    bests = store.best_per_experiment(m.path, m.direction, filter)
+    bests = _bests(store, m, filter)
     if limit:
         bests = bests[:limit]
     return [
@@ -349,7 +387,7 @@ def decomposition(
     metric's name in the train, val and test splits (:func:`warehouse.models.decompose`).
     """
     m = resolve_metric(metric, direction)
-    bests = store.best_per_experiment(m.path, m.direction, filter)
+    bests = _bests(store, m, filter)
     if limit:
         bests = bests[:limit]
     rows = []
