@@ -361,6 +361,10 @@ def test_an_elasticsearch_that_never_answers_holds_training_seconds_not_minutes(
     elapsed = time.monotonic() - started
     # one bounded wait, then the records only queue (the client alone would retry for 40 s+)
     assert elapsed < 2 * PUBLISH_WAIT_S + 3, f"the run took {elapsed:.1f} s"
+    started = time.monotonic()
+    with warehouse.start_run(experiment="hung") as second:  # a new recorder, same process
+        second.log_metrics("val", {"acc": 0.6})
+    assert time.monotonic() - started < 2.0, "the next run waited on the hung server again"
     assert (home / "runs" / f"{run.run_id}.json").is_file()
     assert Outbox(home / "outbox").count() >= 2
     # once a real Elasticsearch answers, sync ships what waited, once
@@ -373,4 +377,5 @@ def test_an_elasticsearch_that_never_answers_holds_training_seconds_not_minutes(
         shipper.close()
     assert report.complete, report.failed
     assert count(es_url, f"{es_prefix}-runs", run_id=run.run_id) == 1
+    assert count(es_url, f"{es_prefix}-runs", run_id=second.run_id) == 1
     assert count(es_url, f"{es_prefix}-samples", run_id=run.run_id) == 10

@@ -54,6 +54,9 @@ KINDS = ("run", "samples", "steps", "object")
 CORRUPT = "corrupt"  # an entry file that does not parse (also its folder under outbox/)
 UNREADABLE = "unreadable"  # an entry file that could not be read this time
 _OPPORTUNISTIC_BUDGET_S = 2.0
+# servers that did not answer within PUBLISH_WAIT_S, by URL: (down until, error), shared by
+# every replicator of the process, so each new run does not wait on the same hung server again
+_HUNG: dict[str, tuple[float, WarehouseError]] = {}
 PUBLISH_WAIT_S = 5.0
 """The longest a record's shipping may hold the caller (the training thread); then it waits."""
 _DOWN_FOR_S = 30.0  # after "unreachable", publish only queues for this long
@@ -414,7 +417,11 @@ class Replicator:
         )
         self._down_until[target] = time.monotonic() + _DOWN_FOR_S
         self._last_error[target] = error
+        _HUNG[self._destination(target)] = (time.monotonic() + _DOWN_FOR_S, error)
         return error
+
+    def _destination(self, target: str) -> str:
+        return (self.settings.s3_url if target == "S3" else self.settings.es_url) or target
 
     def _try(self, entry: Entry) -> BaseException | None:
         """Ship one entry; on success delete it, on failure keep it with the reason."""
@@ -428,6 +435,7 @@ class Replicator:
             self.outbox.keep(entry, error)
             return error
         self._down_until.pop(_target(entry.kind), None)
+        _HUNG.pop(self._destination(_target(entry.kind)), None)
         self.outbox.remove(entry)
         return None
 
@@ -476,7 +484,12 @@ class Replicator:
             return self._objects
 
     def _is_down(self, target: str) -> bool:
-        return time.monotonic() < self._down_until.get(target, 0.0)
+        now = time.monotonic()
+        hung = _HUNG.get(self._destination(target))
+        if hung is not None and now < hung[0] and now >= self._down_until.get(target, 0.0):
+            # another recorder of this process found it hung a moment ago: do not wait again
+            self._down_until[target], self._last_error[target] = hung
+        return now < self._down_until.get(target, 0.0)
 
     def _warn(self, target: str, error: BaseException | None) -> None:
         """One warning per failure; the same reason again within a minute only at debug level
