@@ -242,3 +242,27 @@ def test_arrow_kinds_maps_column_types_and_hides_private_columns() -> None:
         "l": lucene.TEXT_LIST,
         "z": lucene.EMPTY,
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("now", "2026-03-31T10:20:30", id="now"),
+        pytest.param("now-7d", "2026-03-24T10:20:30", id="days"),
+        pytest.param("now-1h+30m", "2026-03-31T09:50:30", id="two-steps"),
+        pytest.param("now-1M", "2026-02-28T10:20:30", id="month-end-clamped"),
+        pytest.param("now-1y/M", "2025-03-01T00:00:00", id="year-rounded-to-month"),
+        pytest.param("now/w", "2026-03-30T00:00:00", id="week-starts-monday"),
+        pytest.param("now-1d/d", "2026-03-30T00:00:00", id="yesterday"),
+    ],
+)
+def test_date_math_as_kibana_users_type_it(text: str, expected: str) -> None:
+    now = datetime(2026, 3, 31, 10, 20, 30, tzinfo=UTC)
+    assert lucene.date_math("ended_at", text, now) == datetime.fromisoformat(expected).replace(
+        tzinfo=UTC
+    )
+
+
+def test_bad_date_math_says_how_to_write_it() -> None:
+    with pytest.raises(QuerySyntaxError, match="now-7d"):
+        lucene.date_math("ended_at", "now-7days")

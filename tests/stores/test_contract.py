@@ -374,6 +374,28 @@ class TestStoreContract:
         with pytest.raises(QuerySyntaxError, match=r"metrics\.val\.acc"):
             store.best_per_experiment("metrics.val.accuracy", "max")
 
+    def test_date_math_filters_runs_by_end_time(self, store: Store) -> None:
+        """Kibana's ``ended_at:>now-7d``: Elasticsearch evaluates it, the local store too."""
+        from datetime import UTC, datetime, timedelta
+
+        from warehouse.models import Run
+
+        now = datetime.now(UTC)
+        store.write_runs(
+            [
+                Run(
+                    run_id=f"age-{days}", experiment="e", ended_at=now - timedelta(days=days)
+                ).to_doc()
+                for days in (1, 3, 10, 40)
+            ]
+        )
+        recent = store.search_runs(RunQuery(filter="ended_at:>now-7d", sort=(("run_id", "asc"),)))
+        assert ids(recent) == ["age-1", "age-3"]
+        older = store.search_runs(
+            RunQuery(filter="ended_at:[now-30d TO now-7d]", sort=(("run_id", "asc"),))
+        )
+        assert ids(older) == ["age-10"]
+
     def test_ranked_views_are_empty_while_every_value_was_non_finite(self, store: Store) -> None:
         """Every val.acc so far was NaN: no store has the field, yet it is no typo."""
         from warehouse.models import Run

@@ -12,7 +12,8 @@ What the syntax means here:
   the same with spaces; ``field:ab*c?`` wildcards on text fields (``*`` any run of characters,
   ``?`` one character, ``\\`` escapes the next character).
 * ``field:>=0.9``, ``field:<5``, ``field:[a TO b]``, ``field:{a TO b}``, ``field:[0.9 TO *]``
-  — ranges; numbers on numeric fields, ISO-8601 dates on date fields, alphabetical on text.
+  — ranges; numbers on numeric fields, ISO-8601 dates or date math (``now-7d``,
+  ``now-1M/M``: :func:`date_math`) on date fields, alphabetical on text.
 * ``_exists_:field`` or ``field:*`` — the field has a value.
 * ``AND``, ``OR``, ``NOT`` (or ``&&``, ``||``, ``!``), ``+must``, ``-must_not``, parentheses,
   ``field:(a OR b)``. Lower-case ``and``/``or``/``not`` are refused: in Lucene they would be
@@ -39,7 +40,7 @@ import re
 import threading
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from warehouse.errors import QuerySyntaxError
@@ -372,16 +373,76 @@ def _value(field: str, kind: str, value: str) -> Any:
             )
         return value.lower() == "true"
     if kind == DATE:
+        if value.startswith("now"):
+            return date_math(field, value)
         try:
             moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             raise QuerySyntaxError(
-                f"field {field} is a date; {value!r} is not ISO-8601 (write e.g. "
-                f'{field}:>=2024-05-01 or {field}:>="2024-05-01T12:00:00")',
+                f"field {field} is a date; {value!r} is neither ISO-8601 nor date math (write "
+                f'e.g. {field}:>=2024-05-01, {field}:>="2024-05-01T12:00:00" or '
+                f"{field}:>now-7d)",
                 field=field,
             ) from None
         return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     return value
+
+
+_DATE_MATH = re.compile(r"now((?:[+-]\d+[yMwdhHms])*)(?:/([yMwdhHms]))?")
+_STEP = re.compile(r"([+-])(\d+)([yMwdhHms])")
+_SECONDS = {"w": 604_800, "d": 86_400, "h": 3_600, "H": 3_600, "m": 60, "s": 1}
+
+
+def date_math(field: str, value: str, now: datetime | None = None) -> datetime:
+    """Elasticsearch date math as Kibana users type it: ``now``, ``now-7d``, ``now-1M/M``.
+
+    Units y M w d h/H m s; ``/unit`` rounds down to the start of that unit (UTC). Elasticsearch
+    rounds ``gt``/``lte`` bounds up instead; the local store always rounds down.
+    """
+    found = _DATE_MATH.fullmatch(value)
+    if found is None:
+        raise QuerySyntaxError(
+            f"field {field}: cannot read the date math {value!r}; write e.g. now-7d, now-1h, "
+            "now-1M/M (units y M w d h m s)",
+            field=field,
+        )
+    moment = (now or datetime.now(UTC)).astimezone(UTC)
+    for sign, amount, unit in _STEP.findall(found.group(1)):
+        n = int(amount) * (1 if sign == "+" else -1)
+        if unit in ("y", "M"):
+            months = moment.year * 12 + moment.month - 1 + (n * 12 if unit == "y" else n)
+            year, month = divmod(months, 12)
+            moment = _with_month(moment, year, month + 1)
+        else:
+            moment += timedelta(seconds=n * _SECONDS[unit])
+    unit = found.group(2)
+    if unit:
+        moment = _round_down(moment, unit)
+    return moment
+
+
+def _with_month(moment: datetime, year: int, month: int) -> datetime:
+    import calendar
+
+    day = min(moment.day, calendar.monthrange(year, month)[1])
+    return moment.replace(year=year, month=month, day=day)
+
+
+def _round_down(moment: datetime, unit: str) -> datetime:
+    if unit == "y":
+        return moment.replace(month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
+    if unit == "M":
+        return moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    if unit == "w":
+        start = moment - timedelta(days=moment.weekday())
+        return start.replace(hour=0, minute=0, second=0, microsecond=0)
+    if unit == "d":
+        return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    if unit in ("h", "H"):
+        return moment.replace(minute=0, second=0, microsecond=0)
+    if unit == "m":
+        return moment.replace(second=0, microsecond=0)
+    return moment.replace(microsecond=0)
 
 
 def _range_value(field: str, kind: str, value: str) -> Any:
