@@ -44,10 +44,11 @@ _NOT_SECRET = re.compile(
     r"|tokens?[_\-. ]?per[_\-. ]?[a-z]*"  # tokens_per_s, tokens_per_batch
     r"|author(?:s(?![a-z])|(?![a-z]))"  # author, authors (not authorization, authority)
 )
-_URL = re.compile(
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]{0,31})://(?P<userinfo>[^/\s?#@]*(?:@[^/\s?#@]*)*)@"
-)
-_QUERY_PARAM = re.compile(r"(?P<sep>[?&;])(?P<name>[^=&;#\s]+)=(?P<value>[^&;#\s]*)")
+# Possessive repeats (``*+``) never give characters back: a match attempt reads each character
+# at most once, so redaction stays linear however long and odd the text (no backtracking).
+# A URL's scheme and authority; the credentials are what precedes the authority's last '@'.
+_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]{0,31})://(?P<authority>[^/\s?#]*+)")
+_QUERY_PARAM = re.compile(r"(?P<sep>[?&;])(?P<name>[^=&;#\s]++)=(?P<value>[^&;#\s]*+)")
 _TOKEN_USER_SCHEMES = frozenset({"http", "https", "ftp", "ftps", "ws", "wss"})
 
 
@@ -167,9 +168,9 @@ def redact_urls(text: str, patterns: Sequence[str] = ()) -> str:
     compiled = _compile(tuple(patterns))
 
     def userinfo(match: re.Match[str]) -> str:
-        scheme, info = match["scheme"], match["userinfo"]
-        if ":" in info or scheme.lower() in _TOKEN_USER_SCHEMES:
-            return f"{scheme}://{REDACTED}@"
+        scheme, (info, host) = match["scheme"], _split_authority(match["authority"])
+        if info is not None and (":" in info or scheme.lower() in _TOKEN_USER_SCHEMES):
+            return f"{scheme}://{REDACTED}@{host}"
         return match.group(0)
 
     text = _URL.sub(userinfo, text)
@@ -184,6 +185,13 @@ def redact_urls(text: str, patterns: Sequence[str] = ()) -> str:
     return text
 
 
+def _split_authority(authority: str) -> tuple[str | None, str]:
+    """``("user:pw", "host:port")`` for ``user:pw@host:port``; ``(None, authority)`` without
+    credentials. A password may itself hold ``@``: the host follows the last one."""
+    info, at, host = authority.rpartition("@")
+    return (info, host) if at else (None, authority)
+
+
 def strip_url_credentials(url: str) -> str:
     """A URL without its credentials: ``https://u:tok@github.com/x.git`` → ``https://github.com/x.git``.
 
@@ -193,13 +201,15 @@ def strip_url_credentials(url: str) -> str:
     """
 
     def userinfo(match: re.Match[str]) -> str:
-        scheme, info = match["scheme"], match["userinfo"]
+        scheme, (info, host) = match["scheme"], _split_authority(match["authority"])
+        if info is None:
+            return match.group(0)
         if scheme.lower() in _TOKEN_USER_SCHEMES:
-            return f"{scheme}://"
+            return f"{scheme}://{host}"
         user, sep, _password = info.partition(":")
         if not sep:
             return match.group(0)  # a bare user name (ssh://git@...) is no secret
-        return f"{scheme}://{user}@" if user else f"{scheme}://"
+        return f"{scheme}://{user}@{host}" if user else f"{scheme}://{host}"
 
     return _URL.sub(userinfo, url)
 
