@@ -10,7 +10,6 @@ import json
 import logging
 import math
 import multiprocessing
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,37 @@ def replicator(es_settings: Settings) -> Iterator[Replicator]:
     rep.close()
 
 
+class RemoteWrites:
+    """Counts the writes a test's code attempts on Elasticsearch (run, sample or step)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.returned = 0  # calls that came back (with an answer or an error)
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+
+@pytest.fixture
+def remote_writes(monkeypatch: pytest.MonkeyPatch) -> RemoteWrites:
+    """Every call of ``ElasticStore.write_runs/write_samples/write_steps``, in order."""
+    counter = RemoteWrites()
+    for name in ("write_runs", "write_samples", "write_steps"):
+        real = getattr(ElasticStore, name)
+
+        def counting(
+            self: ElasticStore, *args: Any, _real: Any = real, _name: str = name, **kwargs: Any
+        ) -> Any:
+            counter.calls.append(_name)
+            try:
+                return _real(self, *args, **kwargs)
+            finally:
+                counter.returned += 1
+
+        monkeypatch.setattr(ElasticStore, name, counting)
+    return counter
+
+
 def count(url: str, index: str, **term: str) -> int:
     with Elasticsearch(url) as client:
         client.indices.refresh(index=index)
@@ -60,19 +90,19 @@ def ids(url: str, index: str, run_id: str) -> list[str]:
 
 
 def test_a_run_recorded_while_es_is_down_ships_exactly_once_after_sync(
-    private_es: NoidaServer, home: Path
+    private_es: NoidaServer, home: Path, remote_writes: RemoteWrites
 ) -> None:
     import warehouse
 
     settings = settings_for(private_es.url, "wh")  # nothing listens there yet
-    started = time.monotonic()
     with warehouse.start_run("resnet", {"lr": 0.1, "depth": 18}, settings=settings) as run:
         run.log_metrics("train", {"acc": 0.99})
         run.log_metrics("val", {"acc": 0.91})
         run.log_samples("val", [{"sample_id": str(i), "loss": i / 10} for i in range(40)])
         for step in range(6):
             run.log_step(step, loss=1.0 / (step + 1))
-    assert time.monotonic() - started < 30, "an unreachable server must not stall the job"
+    # the first write found the server unreachable; every later record only queued
+    assert len(remote_writes) == 1, remote_writes.calls
     kinds = {e.kind for e in Outbox(home / "outbox").pending()}
     assert {"run", "samples", "steps"} <= kinds
     assert all(
@@ -160,18 +190,17 @@ def test_older_entries_ship_first_on_the_next_publish(
     assert count(es_url, f"{es_settings.index_prefix}-runs") == 4
 
 
-def test_while_es_stays_down_publish_queues_fast_and_warns_once(
-    home: Path, caplog: pytest.LogCaptureFixture
+def test_while_es_stays_down_publish_only_queues_and_warns_once(
+    home: Path, caplog: pytest.LogCaptureFixture, remote_writes: RemoteWrites
 ) -> None:
     from tests.servers import free_port
 
     rep = Replicator(settings_for(f"http://127.0.0.1:{free_port()}", "wh"))
     with caplog.at_level(logging.WARNING):
         rep.publish_run(Run(experiment="x").to_doc())
-        started = time.monotonic()
         for seq in range(5):
             rep.publish_steps("r", "x", [{"seq": seq, "step": seq, "@timestamp": "2026-01-01"}])
-        assert time.monotonic() - started < 1.0
+    assert remote_writes.calls == ["write_runs"]  # the steps were queued without a try
     rep.close()
     assert rep.outbox.count() == 6
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
@@ -338,15 +367,16 @@ def silent_server() -> Iterator[str]:
         conn.close()
 
 
+@pytest.mark.slow
 def test_an_elasticsearch_that_never_answers_holds_training_seconds_not_minutes(
     home: Path,
     silent_server: str,
     es_url: str,
     es_prefix: str,
     monkeypatch: pytest.MonkeyPatch,
+    remote_writes: RemoteWrites,
 ) -> None:
     import warehouse
-    from warehouse.outbox import PUBLISH_WAIT_S
 
     for name, value in {
         "WAREHOUSE_ES_URL": silent_server,
@@ -354,17 +384,16 @@ def test_an_elasticsearch_that_never_answers_holds_training_seconds_not_minutes(
         "WAREHOUSE_SYSTEM_INTERVAL_S": "0",
     }.items():
         monkeypatch.setenv(name, value)
-    started = time.monotonic()
     with warehouse.start_run(experiment="hung") as run:
         run.log_metrics("val", {"acc": 0.5})
         run.log_samples("val", [{"sample_id": i, "loss": i / 10} for i in range(10)])
-    elapsed = time.monotonic() - started
-    # one bounded wait, then the records only queue (the client alone would retry for 40 s+)
-    assert elapsed < 2 * PUBLISH_WAIT_S + 3, f"the run took {elapsed:.1f} s"
-    started = time.monotonic()
+    # one write was tried and is still hanging (the client alone retries for 40 s+): the run
+    # went on without it, and every later record only queued
+    assert len(remote_writes) == 1, remote_writes.calls
+    assert remote_writes.returned == 0
     with warehouse.start_run(experiment="hung") as second:  # a new recorder, same process
         second.log_metrics("val", {"acc": 0.6})
-    assert time.monotonic() - started < 2.0, "the next run waited on the hung server again"
+    assert len(remote_writes) == 1, "the next run tried the hung server again"
     assert (home / "runs" / f"{run.run_id}.json").is_file()
     assert Outbox(home / "outbox").count() >= 2
     # once a real Elasticsearch answers, sync ships what waited, once

@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -278,20 +277,12 @@ def test_keys_that_still_collide_keep_the_first_and_warn(caplog: pytest.LogCaptu
     assert "a_b" in caplog.text
 
 
-def test_a_config_with_10000_keys_flattens_fast_with_every_key() -> None:
+def test_a_config_with_10000_keys_keeps_every_key() -> None:
     config = {f"group{g}": {f"key{k}": k * 0.5 for k in range(100)} for g in range(100)}
-    timings = []
-    for _ in range(3):
-        start = time.perf_counter()
-        params = flatten_params(config)
-        timings.append(time.perf_counter() - start)
+    params = flatten_params(config)
     assert len(params) == 10_000
     assert params["group99.key99"] == 49.5
-    assert min(timings) < 0.05, timings
-
-    start = time.perf_counter()
     captured = capture_config(config, PATTERNS)
-    assert time.perf_counter() - start < 0.5
     assert len(captured.params) == 10_000
     assert captured.config == config
 
