@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.servers"]
+pytest_plugins = ["tests.servers", "tests.browser"]
 
 
 @pytest.fixture(autouse=True)

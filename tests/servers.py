@@ -39,6 +39,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def noida_executable() -> str | None:
+    """The ``noida-db`` of the Python running the tests: beside ``sys.executable`` (a venv's
+    ``bin/``, found even when the venv is not activated), else on ``PATH``."""
+    import sys
+
+    beside = Path(sys.executable).parent / "noida-db"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("noida-db")
+
+
 @dataclasses.dataclass
 class NoidaServer:
     """A noida-db Elasticsearch-API server the test controls: start, stop, start again."""
@@ -53,7 +64,7 @@ class NoidaServer:
 
     def start(self) -> None:
         """Start it (same port and data) and wait until it answers; fail the test if not."""
-        exe = shutil.which("noida-db")
+        exe = noida_executable()
         if exe is None:
             pytest.fail(
                 "noida-db is not installed: pip install 'results-warehouse[test]' (or set "

@@ -7,7 +7,6 @@ from __future__ import annotations
 import html
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -157,15 +156,6 @@ def test_report_on_elasticsearch_matches_the_local_copy(
 
 
 # --- in a browser --------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    """Debian's chromium (CI installs it in .ci/run); missing it fails, never skips."""
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
-        pytest.fail("chromium is not installed: apt-get install -y chromium", pytrace=False)
-    return exe
 
 
 def open_in_chromium(
