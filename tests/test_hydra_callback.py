@@ -97,6 +97,7 @@ def test_a_failing_task_is_recorded_as_failed_with_the_error(tmp_path: Path, hom
     assert "boom at lr=0.1" in doc["error"]["message"]
 
 
+@pytest.mark.slow
 def test_a_multirun_records_one_run_per_job_sharing_the_sweep_id(
     tmp_path: Path, home: Path
 ) -> None:

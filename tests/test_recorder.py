@@ -165,6 +165,7 @@ def test_a_secret_quoted_in_the_error_message_is_scrubbed(home: Path) -> None:
     assert "password ***" in doc["error"]["traceback"]
 
 
+@pytest.mark.slow
 def test_samples_stream_a_million_rows_without_holding_them(home: Path) -> None:
     def rows():
         for i in range(1_000_000):
@@ -287,6 +288,7 @@ def _record_runs(home: str, worker: int) -> None:
             run.log_samples("val", [{"sample_id": j, "x": j} for j in range(50)])
 
 
+@pytest.mark.slow
 def test_eight_processes_recording_at_once_lose_nothing(home: Path) -> None:
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_record_runs, args=(str(home), w)) for w in range(8)]

@@ -7,12 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.servers import S3Server
 
 REPO = Path(__file__).parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_example_outputs_land_in_s3_and_download_as_pngs(
     tmp_path: Path, home: Path, s3_server: S3Server, s3_bucket: str
 ) -> None:

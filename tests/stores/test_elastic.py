@@ -197,6 +197,7 @@ def test_steps_written_twice_are_stored_once(es: ElasticStore, raw: Elasticsearc
     assert raw.count(index=f"{es.prefix}-steps").body["count"] == 5
 
 
+@pytest.mark.slow
 def test_samples_beyond_one_page_stream_in_write_order(es: ElasticStore) -> None:
     doc = run_doc()
     es.write_runs([doc])
