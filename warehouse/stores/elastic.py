@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Self
 import pyarrow as pa
 from elasticsearch import Elasticsearch
 
+from warehouse import lucene
 from warehouse.errors import (
     ConfigurationError,
     InvalidRecord,
@@ -33,7 +34,6 @@ from warehouse.errors import (
     QuerySyntaxError,
     WarehouseError,
 )
-from warehouse.query import lucene
 from warehouse.stores import elastic_bulk as bulk
 from warehouse.stores import elastic_query as eq
 from warehouse.stores.base import (

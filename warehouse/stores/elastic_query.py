@@ -1,6 +1,6 @@
 """Our Lucene filters as Elasticsearch query DSL, checked against the index mapping first.
 
-The filter text is parsed once by :mod:`warehouse.query.lucene` (the same tree the local store
+The filter text is parsed once by :mod:`warehouse.lucene` (the same tree the local store
 evaluates) and validated against the fields the index has mapped, with the same kinds and the
 same error messages as the local store; then each node becomes a DSL clause:
 
@@ -23,8 +23,8 @@ from typing import Any
 import elastic_transport
 from elasticsearch import ApiError, Elasticsearch
 
+from warehouse import lucene
 from warehouse.errors import QuerySyntaxError
-from warehouse.query import lucene
 
 PAGE = 1000
 MAX_WINDOW = 10_000  # index.max_result_window: deeper reads go through a point in time
@@ -122,7 +122,9 @@ def _dsl(
         return {"bool": {"must_not": [_dsl(node.item, columns, defaults, extra)]}}
     if node.field is None:
         present = [f for f in defaults if columns.get(f) in (lucene.TEXT, lucene.TEXT_LIST)]
-        return _dsl(lucene.Or(tuple(_with(node, f) for f in present)), columns, defaults, extra)
+        return _dsl(
+            lucene.Or(tuple(lucene.with_field(node, f) for f in present)), columns, defaults, extra
+        )
     field = node.field
     kind = columns[field]
     if field in extra.only:  # a key only runs with huge configs have: keyword-only
@@ -132,14 +134,6 @@ def _dsl(
         other = _leaf(node, EXTRA + field[len("params") :], lucene.TEXT)
         return {"bool": {"should": [clause, other], "minimum_should_match": 1}}
     return clause
-
-
-def _with(node: lucene.Node, field: str) -> lucene.Node:
-    if isinstance(node, lucene.Term):
-        return lucene.Term(field, node.value, node.wildcard)
-    if isinstance(node, lucene.Phrase):
-        return lucene.Phrase(field, node.value)
-    return node
 
 
 def _leaf(node: lucene.Node, field: str, kind: str) -> dict[str, Any]:

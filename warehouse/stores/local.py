@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from warehouse import lucene
 from warehouse.errors import (
     InvalidRecord,
     NotFound,
@@ -40,7 +41,6 @@ from warehouse.errors import (
     StoreUnavailable,
     WarehouseError,
 )
-from warehouse.query import lucene
 from warehouse.stores.base import (
     Direction,
     ExperimentBest,
@@ -49,6 +49,7 @@ from warehouse.stores.base import (
     StepRange,
 )
 from warehouse.stores.local_catalog import DOC, RunCatalog, write_all
+from warehouse.stores.local_query import arrow_kinds, to_mask
 from warehouse.stores.local_samples import (
     SampleCache,
     SampleWriter,
@@ -169,7 +170,7 @@ class LocalStore:
             table = self._catalog.table()
             if table is None or table.num_rows == 0:
                 return []
-            kinds = lucene.arrow_kinds(table.schema)
+            kinds = arrow_kinds(table.schema)
             rows = self._matching(node, table)
             keys = _sort_keys(query.sort or _DEFAULT_SORT, kinds)
             if len(rows) > 1 and keys:
@@ -199,7 +200,7 @@ class LocalStore:
             table = self._catalog.table()
             if table is None or table.num_rows == 0:
                 return []
-            kinds = lucene.arrow_kinds(table.schema)
+            kinds = arrow_kinds(table.schema)
             kind = kinds.get(metric)
             if kind is None:
                 numeric = [k for k, v in kinds.items() if v in (lucene.NUMBER, lucene.EMPTY)]
@@ -252,7 +253,7 @@ class LocalStore:
     def _matching(self, node: lucene.Node, table: pa.Table) -> np.ndarray:
         if node == lucene.MATCH_ALL:
             return np.arange(table.num_rows)
-        return np.flatnonzero(lucene.to_mask(node, table))
+        return np.flatnonzero(to_mask(node, table))
 
     # sample and step queries --------------------------------------------------------------
     def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:
@@ -280,7 +281,7 @@ class LocalStore:
             )
             rows = None
             if node != lucene.MATCH_ALL:
-                rows = np.flatnonzero(lucene.to_mask(node, table, _SAMPLE_FIELDS))
+                rows = np.flatnonzero(to_mask(node, table, _SAMPLE_FIELDS))
             if query.sort is not None:
                 rows = order_samples(files, table, rows, query, limit)
             else:

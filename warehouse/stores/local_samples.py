@@ -24,9 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from warehouse import lucene
 from warehouse.errors import InvalidRecord, QuerySyntaxError
-from warehouse.query import lucene
 from warehouse.stores.base import SampleQuery
+from warehouse.stores.local_query import arrow_kinds
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ def order_samples(
     ties by sample_id then split; only the rows that can reach the top are fully sorted."""
     column = query.sort
     assert column is not None
-    kinds = lucene.arrow_kinds(table.schema)
+    kinds = arrow_kinds(table.schema)
     if column not in kinds:
         raise lucene.unknown_field(column, kinds, "sample column")
     desc = query.order == "desc"

@@ -41,13 +41,9 @@ import threading
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from warehouse.errors import QuerySyntaxError
-
-if TYPE_CHECKING:
-    import numpy as np
-    import pyarrow as pa
 
 NUMBER = "number"
 BOOLEAN = "boolean"
@@ -346,6 +342,28 @@ def _defaults(columns: Mapping[str, str], default_fields: Collection[str]) -> li
     return present
 
 
+def with_field(node: Node, field: str) -> Node:
+    """A bare term or phrase (no field) aimed at ``field``; other nodes unchanged."""
+    if isinstance(node, Term):
+        return Term(field, node.value, node.wildcard)
+    if isinstance(node, Phrase):
+        return Phrase(field, node.value)
+    return node
+
+
+def default_fields_present(
+    columns: Mapping[str, str], default_fields: Collection[str]
+) -> list[str]:
+    """The default fields a bare term searches that this data has (QuerySyntaxError if none)."""
+    return _defaults(columns, default_fields)
+
+
+def value_of(field: str, kind: str, value: str, *, ranged: bool = False) -> Any:
+    """A typed filter value as the Python value a field of ``kind`` compares with (a date as
+    an aware datetime, date math evaluated); ``ranged`` for a range bound."""
+    return (_range_value if ranged else _value)(field, kind, value)
+
+
 def _noun(kind: str) -> str:
     return {NUMBER: "numeric", BOOLEAN: "boolean", DATE: "a date", TEXT_LIST: "a list"}.get(
         kind, "text"
@@ -465,154 +483,6 @@ def _is_number(value: str) -> bool:
     return True
 
 
-def arrow_kinds(schema: pa.Schema) -> dict[str, str]:
-    """The kind of every column of an Arrow schema (names starting with ``_`` left out)."""
-    import pyarrow as pa
-
-    kinds: dict[str, str] = {}
-    for f in schema:
-        typ = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
-        if f.name.startswith("_"):
-            continue
-        if pa.types.is_boolean(typ):
-            kinds[f.name] = BOOLEAN
-        elif pa.types.is_integer(typ) or pa.types.is_floating(typ):
-            kinds[f.name] = NUMBER
-        elif pa.types.is_timestamp(typ) or pa.types.is_date(typ):
-            kinds[f.name] = DATE
-        elif pa.types.is_list(typ) or pa.types.is_large_list(typ):
-            kinds[f.name] = TEXT_LIST
-        elif pa.types.is_null(typ):
-            kinds[f.name] = EMPTY
-        else:
-            kinds[f.name] = TEXT
-    return kinds
-
-
-def to_mask(
-    node: Node, table: pa.Table, default_fields: Collection[str] = DEFAULT_FIELDS
-) -> np.ndarray:
-    """A boolean numpy array: which rows of ``table`` match (validated first)."""
-    columns = arrow_kinds(table.schema)
-    validate(node, columns, default_fields)
-    return _ArrowEval(table, columns, default_fields).mask(node)
-
-
-class _ArrowEval:
-    """Evaluates a validated tree column by column with pyarrow.compute."""
-
-    def __init__(self, table: pa.Table, columns: dict[str, str], defaults: Collection[str]):
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        self.np, self.pa, self.pc = np, pa, pc
-        self.table, self.columns, self.defaults = table, columns, defaults
-        self.n = table.num_rows
-
-    def mask(self, node: Node) -> np.ndarray:
-        numpy = self.np
-        out: np.ndarray
-        if isinstance(node, And):
-            out = numpy.ones(self.n, dtype=bool)
-            for item in node.items:
-                out &= self.mask(item)
-            return out
-        if isinstance(node, Or):
-            out = numpy.zeros(self.n, dtype=bool)
-            for item in node.items:
-                out |= self.mask(item)
-            return out
-        if isinstance(node, Not):
-            return ~self.mask(node.item)
-        if node.field is None:
-            fields_ = _defaults(self.columns, self.defaults)
-            return self.mask(Or(tuple(_with_field(node, f) for f in fields_)))
-        kind = self.columns[node.field]
-        col = self.table.column(node.field)
-        if kind == EMPTY:
-            out = numpy.zeros(self.n, dtype=bool)
-            return out
-        if self.pa.types.is_dictionary(col.type):
-            col = col.cast(col.type.value_type)
-        if kind == TEXT_LIST:
-            if isinstance(node, Exists):
-                length = self.pc.list_value_length(col)
-                return self._numpy(self.pc.greater(length, 0))
-            flat, parents = self.pc.list_flatten(col), self.pc.list_parent_indices(col)
-            hit = self._leaf(node, TEXT, flat)
-            out = numpy.zeros(self.n, dtype=bool)
-            out[parents.to_numpy(zero_copy_only=False)[hit]] = True
-            return out
-        return self._leaf(node, kind, col)
-
-    def _leaf(self, node: Node, kind: str, col: Any) -> np.ndarray:
-        pc = self.pc
-        if isinstance(node, Exists):
-            valid = pc.is_valid(col)
-            if kind == NUMBER and self.pa.types.is_floating(col.type):
-                valid = pc.and_(valid, pc.invert(pc.is_nan(col)))
-            return self._numpy(valid)
-        if isinstance(node, Range):
-            hit = None
-            if node.low is not None:
-                cmp = pc.greater_equal if node.include_low else pc.greater
-                hit = cmp(col, self._scalar(node.field, kind, col.type, node.low, ranged=True))
-            if node.high is not None:
-                cmp = pc.less_equal if node.include_high else pc.less
-                high = cmp(col, self._scalar(node.field, kind, col.type, node.high, ranged=True))
-                hit = high if hit is None else pc.and_(hit, high)
-            return self._numpy(pc.is_valid(col) if hit is None else hit)
-        assert isinstance(node, Term | Phrase)
-        if isinstance(node, Term) and node.wildcard:
-            return self._numpy(pc.match_like(col, _like(node.value)))
-        return self._numpy(pc.equal(col, self._scalar(node.field, kind, col.type, node.value)))
-
-    def _scalar(
-        self, field: str | None, kind: str, typ: Any, value: str, ranged: bool = False
-    ) -> Any:
-        assert field is not None
-        converted = (_range_value if ranged else _value)(field, kind, value)
-        if kind == DATE:  # the column's own unit and zone (naive columns hold UTC)
-            if self.pa.types.is_date(typ):
-                return self.pa.scalar(converted.astimezone(UTC).date(), typ)
-            if typ.tz is None:
-                converted = converted.astimezone(UTC).replace(tzinfo=None)
-            return self.pa.scalar(converted, typ)
-        return converted
-
-    def _numpy(self, result: Any) -> np.ndarray:
-        filled = self.pc.fill_null(result, False)
-        out: np.ndarray = self.np.asarray(filled.to_numpy(zero_copy_only=False), dtype=bool)
-        return out
-
-
-def _with_field(node: Node, field: str) -> Node:
-    if isinstance(node, Term):
-        return Term(field, node.value, node.wildcard)
-    if isinstance(node, Phrase):
-        return Phrase(field, node.value)
-    return node
-
-
-def _like(pattern: str) -> str:
-    """A Lucene wildcard pattern as an SQL LIKE pattern (backslash escapes)."""
-    out, escaped = [], False
-    for ch in pattern:
-        if escaped:
-            out.append("\\" + ch if ch in "%_\\" else ch)
-            escaped = False
-        elif ch == "\\":
-            escaped = True
-        elif ch == "*":
-            out.append("%")
-        elif ch == "?":
-            out.append("_")
-        else:
-            out.append("\\" + ch if ch in "%_" else ch)
-    return "".join(out)
-
-
 __all__ = [
     "BOOLEAN",
     "DATE",
@@ -630,10 +500,11 @@ __all__ = [
     "Phrase",
     "Range",
     "Term",
-    "arrow_kinds",
+    "default_fields_present",
     "fields",
     "parse",
-    "to_mask",
     "unknown_field",
     "validate",
+    "value_of",
+    "with_field",
 ]

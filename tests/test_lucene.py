@@ -9,9 +9,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from warehouse import lucene
 from warehouse.errors import QuerySyntaxError
-from warehouse.query import lucene
-from warehouse.query.lucene import And, Exists, Not, Or, Phrase, Range, Term
+from warehouse.lucene import And, Exists, Not, Or, Phrase, Range, Term
+from warehouse.stores.local_query import arrow_kinds, to_mask
 
 
 @pytest.mark.parametrize(
@@ -146,7 +147,7 @@ TABLE = pa.table(
 
 
 def matching(text: str) -> list[str]:
-    mask = lucene.to_mask(lucene.parse(text), TABLE)
+    mask = to_mask(lucene.parse(text), TABLE)
     return [TABLE.column("run_id")[int(i)].as_py() for i in np.flatnonzero(mask)]
 
 
@@ -197,7 +198,7 @@ def test_to_mask_selects_the_expected_rows(text: str, expected: list[str]) -> No
 )
 def test_type_mismatches_and_unknown_fields_are_clear_errors(text: str, message: str) -> None:
     with pytest.raises(QuerySyntaxError, match=message):
-        lucene.to_mask(lucene.parse(text), TABLE)
+        to_mask(lucene.parse(text), TABLE)
 
 
 def test_unknown_field_error_carries_the_suggestions() -> None:
@@ -232,7 +233,7 @@ def test_arrow_kinds_maps_column_types_and_hides_private_columns() -> None:
             ("_doc", pa.string()),
         ]
     )
-    assert lucene.arrow_kinds(schema) == {
+    assert arrow_kinds(schema) == {
         "n": lucene.NUMBER,
         "f": lucene.NUMBER,
         "b": lucene.BOOLEAN,
