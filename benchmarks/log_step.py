@@ -80,11 +80,11 @@ def quiet() -> Iterator[None]:
 
 def bench_ours(tmp: Path, scale: int) -> list[Result]:
     import warehouse
-    from warehouse.live.steps import StepLogger
+    from warehouse.live.steps import StepLogger, StepOptions
     from warehouse.settings import Settings
 
     rows: list[Result] = []
-    logger = StepLogger("bench", "bench", lambda docs: None, tmp / "spill", console=False)
+    logger = StepLogger("bench", "bench", lambda docs: None, StepOptions(console=False))
     med, mean = per_call_ns(lambda i: logger.log_step(i, loss=0.5), 1000, 200 * scale)
     logger.close()
     rows.append(
@@ -203,7 +203,7 @@ def _thread_cpu(native_ids: set[int]) -> float:
 def bench_background_cpu(tmp: Path, seconds: float, with_store: bool) -> Result:
     """CPU of our threads while the training thread logs 1,000 steps/s for ``seconds``."""
     import warehouse
-    from warehouse.live.steps import StepLogger
+    from warehouse.live.steps import StepLogger, StepOptions
     from warehouse.settings import Settings
 
     rate = 1000
@@ -214,7 +214,7 @@ def bench_background_cpu(tmp: Path, seconds: float, with_store: bool) -> Result:
         log_step: Callable[..., None] = run.log_step
         label = "recorder -> local store, sampler 10 s"
     else:
-        logger = StepLogger("cpu", "cpu", lambda docs: None, tmp / "spill-cpu", console=False)
+        logger = StepLogger("cpu", "cpu", lambda docs: None, StepOptions(console=False))
         log_step = logger.log_step
         label = "StepLogger -> null sink, sampler 10 s"
     log_step(0, loss=1.0)  # opens the recorder's logger and its threads

@@ -263,7 +263,7 @@ def test_status_of_the_local_store_counts_its_runs(
     assert facts["kibana"] is None
 
 
-def test_sync_stores_steps_spilled_while_the_steps_store_was_down(
+def test_sync_stores_steps_kept_while_the_local_steps_store_was_down(
     home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import warehouse
@@ -276,9 +276,12 @@ def test_sync_stores_steps_spilled_while_the_steps_store_was_down(
     with warehouse.start_run(experiment="spilled") as run:
         for step in range(100):
             run.log_step(step, loss=1.0 / (step + 1))
-    assert any((home / "spill" / run.run_id).iterdir())
+    waiting = [e for e in Outbox(home / "outbox").pending() if e.kind == "steps"]
+    assert sum(len(e.payload["steps"]) for e in waiting) >= 100  # the outbox holds them
     code, out, _ = run_main(["status", "-f", "json"], monkeypatch, capsys)
-    assert json.loads(out)[0]["spilled steps"].startswith("100 ")
+    facts = json.loads(out)[0]
+    assert facts["outbox pending"] == len(waiting)
+    assert "append steps" in facts["outbox last error"]
     (home / "steps").unlink()  # the fault is fixed
     for _ in range(2):  # twice: nothing is stored twice
         code, _, err = run_main(["sync"], monkeypatch, capsys)
@@ -286,7 +289,7 @@ def test_sync_stores_steps_spilled_while_the_steps_store_was_down(
     with LocalStore(home) as store:
         steps = [s for s in store.steps(StepRange(run_id=run.run_id)) if "metrics" in s]
     assert [s["step"] for s in steps] == list(range(100))
-    assert not (home / "spill" / run.run_id).exists()
+    assert Outbox(home / "outbox").count() == 0
 
 
 def test_compact_rebuild_finds_runs_the_journal_lost(

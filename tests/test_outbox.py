@@ -20,8 +20,9 @@ from elasticsearch import Elasticsearch
 from tests.servers import NoidaServer, S3Server
 from warehouse.errors import StoreUnavailable
 from warehouse.models import Run
-from warehouse.outbox import Outbox, Replicator
+from warehouse.outbox import Outbox
 from warehouse.settings import Settings, load
+from warehouse.shipping import Recording, open_recording
 from warehouse.stores.elastic import ElasticStore, init_elasticsearch
 
 
@@ -37,10 +38,16 @@ def es_settings(es_url: str, es_prefix: str, home: Path) -> Settings:
 
 
 @pytest.fixture
-def replicator(es_settings: Settings) -> Iterator[Replicator]:
-    rep = Replicator(es_settings)
-    yield rep
-    rep.close()
+def recording(es_settings: Settings) -> Iterator[Recording]:
+    """Where a recorder writes: the local store, replicated to the test's Elasticsearch."""
+    rec = open_recording(es_settings)
+    yield rec
+    rec.close()
+
+
+def versioned(doc: dict[str, Any], seconds: int) -> dict[str, Any]:
+    """``doc`` as saved at ``seconds`` past a fixed moment (its version)."""
+    return {**doc, "updated_at": f"2026-01-01T00:00:{seconds:02d}Z"}
 
 
 class RemoteWrites:
@@ -113,9 +120,10 @@ def test_a_run_recorded_while_es_is_down_ships_exactly_once_after_sync(
     private_es.start()
     init_elasticsearch(settings)
     for _ in range(2):  # a second sync finds nothing and changes nothing
-        rep = Replicator(settings)
-        report = rep.drain()
-        rep.close()
+        rec = open_recording(settings)
+        report = rec.shipper.drain()
+        rec.close()
+        assert report is not None
         assert report.complete, [(e.describe(), r) for e, r in report.failed]
         assert Outbox(home / "outbox").count() == 0
         assert ids(private_es.url, "wh-runs", run.run_id) == [run.run_id]
@@ -135,58 +143,60 @@ def test_a_run_recorded_while_es_is_down_ships_exactly_once_after_sync(
 
 
 def test_a_document_es_rejects_is_kept_with_the_reason(
-    replicator: Replicator, caplog: pytest.LogCaptureFixture
+    recording: Recording, caplog: pytest.LogCaptureFixture
 ) -> None:
     doc = Run(experiment="x").to_doc()
     doc["duration_s"] = "slow"  # a double field: Elasticsearch refuses the document
-    with caplog.at_level(logging.WARNING, logger="warehouse.outbox"):
-        replicator.publish_run(doc)
+    with caplog.at_level(logging.WARNING, logger="warehouse.shipping"):
+        recording.store.write_runs([doc])
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert "warehouse sync" in warnings[0].getMessage()
-    (entry,) = replicator.outbox.pending()
+    (entry,) = recording.shipper.outbox.pending()
     assert "duration_s" in (entry.last_error or "")
     assert entry.last_error_type == "InvalidRecord"
-    report = replicator.drain()
+    report = recording.shipper.drain()
+    assert report is not None
     assert report.shipped == 0
     assert "duration_s" in report.failed[0][1]
-    assert replicator.outbox.count() == 1  # still there, not dropped
+    assert recording.shipper.outbox.count() == 1  # still there, not dropped
 
 
 def test_publishing_the_same_run_twice_stores_it_once(
-    replicator: Replicator, es_url: str, es_settings: Settings
+    recording: Recording, es_url: str, es_settings: Settings
 ) -> None:
     doc = Run(experiment="x", metrics={"val": {"acc": 0.5}}).to_doc()
-    replicator.publish_run(doc)
-    replicator.publish_run(doc)
+    recording.store.write_runs([doc])
+    recording.store.write_runs([doc])
     index = f"{es_settings.index_prefix}-runs"
     assert ids(es_url, index, doc["run_id"]) == [doc["run_id"]]
 
 
 def test_a_stale_copy_shipped_late_never_replaces_the_newer_run(
-    replicator: Replicator, es_url: str, es_settings: Settings
+    recording: Recording, es_url: str, es_settings: Settings
 ) -> None:
     doc = Run(experiment="x").to_doc()
-    replicator.outbox.add("run", {"doc": doc})  # queued while "running" ...
+    recording.shipper.outbox.add("run", {"doc": versioned(doc, 1)})  # queued while "running"
     with ElasticStore.from_settings(es_settings) as store:  # ... then the finished run lands
-        store.write_runs([{**doc, "status": "completed"}])
-    report = replicator.drain()
+        store.write_runs([versioned({**doc, "status": "completed"}, 2)])
+    report = recording.shipper.drain()
+    assert report is not None
     assert report.complete
-    assert replicator.outbox.count() == 0
+    assert recording.shipper.outbox.count() == 0
     with Elasticsearch(es_url) as client:
         stored = client.get(index=f"{es_settings.index_prefix}-runs", id=doc["run_id"]).body
     assert stored["_source"]["status"] == "completed"
 
 
 def test_older_entries_ship_first_on_the_next_publish(
-    replicator: Replicator, es_url: str, es_settings: Settings
+    recording: Recording, es_url: str, es_settings: Settings
 ) -> None:
     old = [Run(experiment="x").to_doc() for _ in range(3)]
     for doc in old:
-        replicator.outbox.add("run", {"doc": doc})
+        recording.shipper.outbox.add("run", {"doc": doc})
     new = Run(experiment="x").to_doc()
-    replicator.publish_run(new)
-    assert replicator.outbox.count() == 0
+    recording.store.write_runs([new])
+    assert recording.shipper.outbox.count() == 0
     assert count(es_url, f"{es_settings.index_prefix}-runs") == 4
 
 
@@ -195,25 +205,25 @@ def test_while_es_stays_down_publish_only_queues_and_warns_once(
 ) -> None:
     from tests.servers import free_port
 
-    rep = Replicator(settings_for(f"http://127.0.0.1:{free_port()}", "wh"))
+    rec = open_recording(settings_for(f"http://127.0.0.1:{free_port()}", "wh"))
     with caplog.at_level(logging.WARNING):
-        rep.publish_run(Run(experiment="x").to_doc())
+        rec.store.write_runs([Run(experiment="x").to_doc()])
         for seq in range(5):
-            rep.publish_steps("r", "x", [{"seq": seq, "step": seq, "@timestamp": "2026-01-01"}])
+            rec.store.write_steps("r", "x", [{"seq": seq, "step": seq, "@timestamp": "2026-01-01"}])
     assert remote_writes.calls == ["write_runs"]  # the steps were queued without a try
-    rep.close()
-    assert rep.outbox.count() == 6
+    rec.close()
+    assert rec.shipper.outbox.count() == 6
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
 
 
 def test_strict_mode_raises_but_keeps_the_record(home: Path) -> None:
     from tests.servers import free_port
 
-    rep = Replicator(settings_for(f"http://127.0.0.1:{free_port()}", "wh", strict=True))
+    rec = open_recording(settings_for(f"http://127.0.0.1:{free_port()}", "wh", strict=True))
     with pytest.raises(StoreUnavailable, match="outbox"):
-        rep.publish_run(Run(experiment="x").to_doc())
-    rep.close()
-    assert rep.outbox.count() == 1
+        rec.store.write_runs([Run(experiment="x").to_doc()])
+    rec.close()
+    assert rec.shipper.outbox.count() == 1
 
 
 def test_entries_are_json_lines_without_nan(tmp_path: Path) -> None:
@@ -248,48 +258,62 @@ def test_eight_processes_adding_at_once_lose_nothing(tmp_path: Path) -> None:
 
 
 def test_a_corrupt_entry_is_set_aside_whole_reported_and_the_rest_ship(
-    replicator: Replicator, es_url: str, es_settings: Settings
+    recording: Recording, es_url: str, es_settings: Settings
 ) -> None:
-    folder = replicator.outbox.folder
+    shipper = recording.shipper
+    folder = shipper.outbox.folder
     folder.mkdir(parents=True, exist_ok=True)
     torn = Run(experiment="x").to_doc()
     text = json.dumps({"version": 1, "kind": "run", "created_ns": 1, "payload": {"doc": torn}})
     (folder / "00000000000000000001-1-deadbeef.json").write_text(text[: len(text) // 2])
-    replicator.outbox.add("run", {"doc": Run(experiment="x").to_doc()})
-    report = replicator.drain()
+    shipper.outbox.add("run", {"doc": Run(experiment="x").to_doc()})
+    report = shipper.drain()
+    assert report is not None
     assert report.shipped == 1
     assert len(report.failed) == 1
     assert "corrupt outbox entry" in report.failed[0][1]
     # its bytes are kept, never overwritten by a rewrite of the failed attempt
     kept = folder / "corrupt" / "00000000000000000001-1-deadbeef.json"
     assert kept.read_text() == text[: len(text) // 2]
-    assert replicator.outbox.count() == 0
+    assert shipper.outbox.count() == 0
     # every later sync still says it is there, until a person deletes it
-    again = replicator.drain()
+    again = shipper.drain()
+    assert again is not None
     assert [str(kept) in reason for _, reason in again.failed] == [True]
     kept.unlink()
-    assert replicator.drain().complete
+    last = shipper.drain()
+    assert last is not None
+    assert last.complete
 
 
 def test_an_entry_that_cannot_be_read_now_is_left_exactly_as_it_is(
-    replicator: Replicator, es_settings: Settings
+    recording: Recording, es_settings: Settings
 ) -> None:
     """A passing read error (EACCES, EIO) must not turn a good entry into an empty one."""
-    entry = replicator.outbox.add("run", {"doc": Run(experiment="x").to_doc()})
+    shipper = recording.shipper
+    entry = shipper.outbox.add("run", {"doc": Run(experiment="x").to_doc()})
     before = entry.path.read_bytes()
     entry.path.unlink()
     entry.path.mkdir()  # reading it now fails with an OSError (IsADirectoryError)
-    report = replicator.drain()
+    report = shipper.drain()
+    assert report is not None
     assert len(report.failed) == 1
     assert "left untouched" in report.failed[0][1]
     assert entry.path.is_dir()  # not replaced by a rewritten file
     entry.path.rmdir()
     entry.path.write_bytes(before)
-    assert replicator.drain().shipped == 1
+    again = shipper.drain()
+    assert again is not None
+    assert again.shipped == 1
 
 
-def test_local_only_settings_need_no_replicator(home: Path) -> None:
-    assert Replicator.from_settings(load()) is None
+def test_local_only_settings_ship_nothing_and_leave_no_entry(home: Path) -> None:
+    rec = open_recording(load())
+    assert rec.shipper.remotes == {}
+    rec.store.write_runs([Run(experiment="x").to_doc()])
+    rec.store.write_steps("r", "x", [{"seq": 0, "step": 0, "@timestamp": "2026-01-01"}])
+    rec.close()
+    assert rec.shipper.outbox.count() == 0  # written locally: nothing waits
 
 
 def test_objects_wait_for_s3_and_upload_after(
@@ -310,13 +334,21 @@ def test_objects_wait_for_s3_and_upload_after(
         "s3_access_key_id": env["WAREHOUSE_S3_ACCESS_KEY_ID"],
         "s3_secret_access_key": env["WAREHOUSE_S3_SECRET_ACCESS_KEY"],
     }
-    rep = Replicator(load(cli={**down, "s3_endpoint": f"http://127.0.0.1:{free_port()}"}))
-    rep.publish_object("exp/r1/artifacts/model.bin", source, "application/octet-stream", digest)
-    rep.close()
-    assert rep.outbox.count() == 1
-    rep = Replicator(load(cli={**down, "s3_endpoint": env["WAREHOUSE_S3_ENDPOINT"]}))
-    assert rep.drain().complete
-    rep.close()
+    rec = open_recording(load(cli={**down, "s3_endpoint": f"http://127.0.0.1:{free_port()}"}))
+    uri = rec.objects.put(
+        "exp/r1/artifacts/model.bin",
+        source,
+        content_type="application/octet-stream",
+        sha256=digest,
+    )
+    rec.close()
+    assert uri == f"{env['WAREHOUSE_S3_URL']}/exp/r1/artifacts/model.bin"
+    assert rec.shipper.outbox.count() == 1
+    rec = open_recording(load(cli={**down, "s3_endpoint": env["WAREHOUSE_S3_ENDPOINT"]}))
+    report = rec.shipper.drain()
+    assert report is not None
+    assert report.complete
+    rec.close()
     key = "warehouse/exp/r1/artifacts/model.bin"
     assert s3_server.admin.get_object(Bucket=s3_bucket, Key=key)["Body"].read() == payload
 
@@ -334,10 +366,10 @@ def test_with_s3_alone_records_stay_local_and_only_objects_ship(
         uri = run.log_output("val", 1, b"png-bytes", content_type="image/png")
         run.log_samples("val", [{"sample_id": 1}])
     assert uri.startswith(env["WAREHOUSE_S3_URL"])
-    rep = Replicator.from_settings(settings)
-    assert rep is not None
-    assert rep.outbox.count() == 0  # nothing waits for an Elasticsearch that is not configured
-    rep.close()
+    rec = open_recording(settings)
+    assert "store" not in rec.shipper.remotes
+    assert rec.shipper.outbox.count() == 0  # nothing waits for an Elasticsearch not configured
+    rec.close()
 
 
 @pytest.fixture
@@ -399,11 +431,12 @@ def test_an_elasticsearch_that_never_answers_holds_training_seconds_not_minutes(
     # once a real Elasticsearch answers, sync ships what waited, once
     real = settings_for(es_url, es_prefix)
     init_elasticsearch(real)
-    shipper = Replicator(real)
+    rec = open_recording(real)
     try:
-        report = shipper.drain()
+        report = rec.shipper.drain()
     finally:
-        shipper.close()
+        rec.close()
+    assert report is not None
     assert report.complete, report.failed
     assert count(es_url, f"{es_prefix}-runs", run_id=run.run_id) == 1
     assert count(es_url, f"{es_prefix}-runs", run_id=second.run_id) == 1

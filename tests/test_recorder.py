@@ -352,7 +352,8 @@ def test_sigterm_records_the_run_as_interrupted_with_its_steps(tmp_path: Path, h
     script.write_text(
         textwrap.dedent("""
         import os, signal, warehouse
-        run = warehouse.start_run(experiment="terminated", total_steps=100)
+        from warehouse.live.steps import StepOptions
+        run = warehouse.start_run(experiment="terminated", steps=StepOptions(total_steps=100))
         for step in range(10):
             run.log_step(step, loss=1.0 / (step + 1))
         print(run.run_id, flush=True)

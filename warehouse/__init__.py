@@ -20,7 +20,7 @@ _EXPORTS = {
     "start_run": "warehouse.recorder",
     "current_run": "warehouse.recorder",
     "log_step": "warehouse.recorder",
-    "ActiveRun": "warehouse.recorder",
+    "ActiveRun": "warehouse.run",
     "Recorder": "warehouse.recorder",
     "Run": "warehouse.models",
     "RunStatus": "warehouse.models",
@@ -88,9 +88,6 @@ if TYPE_CHECKING:
         open_object_store as open_object_store,
     )
     from warehouse.recorder import (
-        ActiveRun as ActiveRun,
-    )
-    from warehouse.recorder import (
         Recorder as Recorder,
     )
     from warehouse.recorder import (
@@ -101,6 +98,9 @@ if TYPE_CHECKING:
     )
     from warehouse.recorder import (
         start_run as start_run,
+    )
+    from warehouse.run import (
+        ActiveRun as ActiveRun,
     )
     from warehouse.settings import (
         Settings as Settings,

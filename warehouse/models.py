@@ -173,6 +173,7 @@ class Run(BaseModel):
     started_at: datetime = Field(default_factory=utcnow)
     ended_at: datetime | None = None
     heartbeat_at: datetime | None = None
+    updated_at: datetime | None = None  # when this version was saved: newer replaces older
     duration_s: float | None = None
 
     git: GitInfo = Field(default_factory=GitInfo)
@@ -223,6 +224,18 @@ class SampleResult(BaseModel):
 
 def sample_doc_id(run_id: str, split: str, sample_id: str) -> str:
     return f"{run_id}:{split}:{sample_id}"
+
+
+def run_version(doc: dict[str, Any]) -> int:
+    """The version of a run document: its ``updated_at`` in nanoseconds since the epoch (0 for
+    documents saved before versions existed). A store keeps the highest version it was given;
+    an equal one replaces (replaying a write is harmless)."""
+    from warehouse.values import parse_time
+
+    moment = parse_time(doc.get("updated_at"))
+    if moment is None:
+        return 0
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
 
 
 def step_doc_id(run_id: str, seq: int) -> str:

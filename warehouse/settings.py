@@ -109,6 +109,11 @@ class Settings(BaseSettings):
     # live steps
     console: bool = Field(True, description="Print the live console line on stderr.")
     system_interval_s: float = Field(10.0, description="System sampler period; 0 turns it off.")
+    heartbeat_s: float = Field(
+        30.0,
+        description="A running run saves heartbeat_at this often; 3 missed beats show it as lost.",
+        gt=0,
+    )
 
     debug: bool = Field(False, description="Tracebacks on errors (also --debug).")
 

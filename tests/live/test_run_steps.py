@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from warehouse.live.steps import is_tick
+from warehouse.live.step_docs import is_tick
 from warehouse.stores.base import StepRange
 from warehouse.stores.local import LocalStore
 
@@ -19,8 +19,10 @@ SCRIPT = textwrap.dedent(
     import math
     import time
     import warehouse
+    from warehouse.live.steps import StepOptions
 
-    with warehouse.start_run(experiment="steps", config={"lr": 3e-4}, total_steps=10_000) as run:
+    options = StepOptions(total_steps=10_000)
+    with warehouse.start_run(experiment="steps", config={"lr": 3e-4}, steps=options) as run:
         for step in range(10_000):
             loss = 2.0 * math.exp(-step / 1000)
             warehouse.log_step(step, epoch=step // 1000, loss=loss, lr=3e-4, grad_norm=1.0)

@@ -1,10 +1,9 @@
-"""The step logger: documents, derived figures, shipping, spilling, and every exit path."""
+"""The step logger: documents, derived figures, handing over to the sink, and every exit path."""
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import signal
 import subprocess
@@ -19,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from warehouse.live.steps import (
+from warehouse.live.step_docs import (
     DocBuilder,
-    StepLogger,
+    flops_utilisation,
     is_tick,
-    iter_docs,
-    ship_spilled,
-    spilled_count,
+    step_duration,
+    tokens_per_second,
 )
+from warehouse.live.steps import StepLogger, StepOptions
 
 
 class Collect:
@@ -50,7 +49,7 @@ def logger(sink: Any, tmp_path: Path, **kw: Any) -> StepLogger:
     kw.setdefault("console", False)
     kw.setdefault("system_interval_s", 0)
     kw.setdefault("flush_interval_s", 0.05)
-    return StepLogger("run1", "exp", sink, tmp_path / "spill", **kw)
+    return StepLogger("run1", "exp", sink, StepOptions(**kw))
 
 
 def items(
@@ -127,6 +126,30 @@ def test_a_step_that_is_not_an_integer_is_dropped_not_fatal(
     assert [d["seq"] for d in docs] == [0]
 
 
+@pytest.mark.parametrize(
+    ("prev_t", "prev_step", "t", "step", "expected"),
+    [
+        pytest.param(None, None, 5.0, 0, None, id="first-step"),
+        pytest.param(10.0, 0, 12.0, 10, 0.2, id="every-10th-step"),
+        pytest.param(10.0, 5, 11.5, 5, 1.5, id="same-step-again"),
+    ],
+)
+def test_step_duration_is_per_step(
+    prev_t: float | None, prev_step: int | None, t: float, step: int, expected: float | None
+) -> None:
+    assert step_duration(prev_t, prev_step, t, step) == (
+        None if expected is None else pytest.approx(expected)
+    )
+
+
+def test_throughput_and_mfu_need_what_they_are_made_of() -> None:
+    assert tokens_per_second(4096, 0.5) == 8192
+    assert tokens_per_second(None, 0.5) is None
+    assert tokens_per_second(4096, 0.0) is None
+    assert flops_utilisation(1000.0, 6e9, 1.2e13) == pytest.approx(0.5)
+    assert flops_utilisation(1000.0, None, 1.2e13) is None
+
+
 def test_tokens_per_second_and_mfu_are_derived() -> None:
     b = DocBuilder("r", "e", tokens_per_step=4096, flops_per_token=6e9, peak_flops=1e15)
     docs = b.build(items((10.0, 0, {}), (10.5, 1, {}), (10.9, 2, {"tokens_per_s": 1.0})), [])
@@ -183,7 +206,7 @@ def test_a_sample_attaches_once_to_the_next_step_and_lonely_samples_become_ticks
 
 
 # ---- shipping ------------------------------------------------------------------------------------
-def test_every_step_is_shipped_exactly_once_through_an_outage(tmp_path: Path) -> None:
+def test_every_step_is_handed_over_exactly_once_through_an_outage(tmp_path: Path) -> None:
     sink = Collect()
     steps = logger(sink, tmp_path)
     for i in range(300):
@@ -192,10 +215,8 @@ def test_every_step_is_shipped_exactly_once_through_an_outage(tmp_path: Path) ->
     sink.down = True
     for i in range(300, 3000):
         steps.log_step(i, loss=1.0)
-    deadline = time.monotonic() + 10
-    while spilled_count(tmp_path / "spill") == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert spilled_count(tmp_path / "spill") > 0  # the failed batch went to disk
+    assert not steps.flush(10)  # the sink refused: the steps wait in memory
+    assert steps.stats["sink_errors"] >= 1
     sink.down = False
     for i in range(3000, 5000):
         steps.log_step(i, loss=1.0)
@@ -205,14 +226,14 @@ def test_every_step_is_shipped_exactly_once_through_an_outage(tmp_path: Path) ->
     assert len(seqs) == 5000
     assert sorted(seqs) == list(range(5000))
     assert sorted(d["step"] for d in sink.docs) == list(range(5000))
-    assert seqs == sorted(seqs)  # spilled batches went first: order kept
-    assert steps.stats["sink_errors"] >= 1
-    assert not (tmp_path / "spill").exists()
+    assert seqs == sorted(seqs)  # the waiting batches went first: order kept
 
 
-def test_a_store_down_through_close_leaves_the_steps_on_disk_for_later(
+def test_a_sink_down_through_close_is_reported_with_the_count(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The logger keeps nothing on disk: durability is the sink's (the run's store writes
+    an outbox entry first). What the sink never took is said, with the number."""
     sink = Collect()
     sink.down = True
     steps = logger(sink, tmp_path)
@@ -221,60 +242,26 @@ def test_a_store_down_through_close_leaves_the_steps_on_disk_for_later(
     with caplog.at_level(logging.WARNING):
         steps.close()
     assert sink.docs == []
-    assert spilled_count(tmp_path / "spill") == 1234
-    assert "could not be shipped" in caplog.text
-    later = Collect()
-    assert ship_spilled(tmp_path / "spill", later, batch_size=500) == 1234
-    assert sorted(d["seq"] for d in later.docs) == list(range(1234))
-    assert not (tmp_path / "spill").exists()
+    assert "1234 step document(s) could not be recorded" in caplog.text
 
 
-def test_ship_spilled_keeps_what_fails_and_raises(tmp_path: Path) -> None:
+def test_memory_stays_bounded_while_the_sink_keeps_failing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     sink = Collect()
     sink.down = True
-    steps = logger(sink, tmp_path)
-    for i in range(10):
-        steps.log_step(i, loss=0.5)
-    steps.close()
-    with pytest.raises(ConnectionError):
-        ship_spilled(tmp_path / "spill", sink)
-    assert spilled_count(tmp_path / "spill") == 10
-
-
-def test_a_new_logger_ships_what_an_earlier_one_left_and_numbers_after_it(tmp_path: Path) -> None:
-    sink = Collect()
-    sink.down = True
-    first = logger(sink, tmp_path)
-    for i in range(50):
-        first.log_step(i, loss=0.5)
-    first.close()
-    sink.down = False
-    second = logger(sink, tmp_path)
-    second.log_step(50, loss=0.5)
-    second.close()
-    assert sorted(d["seq"] for d in sink.docs) == list(range(51))
-
-
-def test_memory_stays_bounded_while_the_store_hangs(tmp_path: Path) -> None:
-    release = threading.Event()
-    got: list[dict[str, Any]] = []
-
-    def slow_sink(docs: list[dict[str, Any]]) -> None:
-        release.wait(30)
-        got.extend(docs)
-
-    steps = logger(slow_sink, tmp_path, max_buffered=1000)
-    steps.batch_size = 200
-    for i in range(20_000):
-        steps.log_step(i, loss=1.0)
-        if i % 2000 == 0:
-            time.sleep(0.06)
-    time.sleep(0.3)
-    assert steps._queued <= 1000 + 2000  # at most one conversion round above the bound
-    assert spilled_count(tmp_path / "spill") >= 15_000
-    release.set()
-    steps.close()
-    assert sorted(d["seq"] for d in got) == list(range(20_000))
+    steps = logger(sink, tmp_path, max_buffered=1000)
+    with caplog.at_level(logging.ERROR):
+        for i in range(5000):
+            steps.log_step(i, loss=1.0)
+        steps.flush(10)
+        assert len(steps._pending) <= 1000
+        assert steps.stats["dropped"] >= 4000
+        sink.down = False
+        steps.close()
+    assert "oldest step document(s) dropped" in caplog.text
+    kept = sorted(d["seq"] for d in sink.docs)
+    assert kept == list(range(5000 - len(kept), 5000))  # the newest were kept, in order
 
 
 def test_log_step_never_waits_for_a_hung_store(tmp_path: Path) -> None:
@@ -339,9 +326,10 @@ def test_a_failing_sampler_or_sink_never_reaches_the_training_thread(tmp_path: P
 
     steps = logger(broken, tmp_path, system_interval_s=0.01)
     for i in range(100):
-        steps.log_step(i, loss=1.0)
+        steps.log_step(i, loss=1.0)  # returns: the errors stay on the logger's thread
     steps.close()
-    assert spilled_count(tmp_path / "spill") >= 100
+    assert steps.stats["sink_errors"] >= 1
+    assert steps.stats["logged"] == 100
 
 
 def test_the_console_prints_the_line_and_a_final_summary(
@@ -363,7 +351,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, signal, sys, time
     from pathlib import Path
-    from warehouse.live.steps import StepLogger
+    from warehouse.live.steps import StepLogger, StepOptions
 
     out = Path(sys.argv[1])
     mode = sys.argv[2]
@@ -380,8 +368,8 @@ SCRIPT = textwrap.dedent(
             sys.exit(7)
         signal.signal(signal.SIGTERM, mine)
 
-    steps = StepLogger("r", "e", sink, out.parent / "spill", console=False, system_interval_s=0,
-                       flush_interval_s=60)
+    steps = StepLogger("r", "e", sink, StepOptions(console=False, system_interval_s=0,
+                                                  flush_interval_s=60))
     for i in range(5000):
         steps.log_step(i, loss=0.1)
     if mode == "exit":
@@ -447,19 +435,6 @@ def test_close_restores_the_previous_sigterm_handler(tmp_path: Path) -> None:
     assert signal.getsignal(signal.SIGTERM) != before
     steps.close()
     assert signal.getsignal(signal.SIGTERM) == before
-
-
-def test_iter_docs_reads_spilled_documents_in_order(tmp_path: Path) -> None:
-    sink = Collect()
-    sink.down = True
-    steps = logger(sink, tmp_path)
-    for i in range(7):
-        steps.log_step(i, loss=float(i))
-    steps.close()
-    docs = list(iter_docs(tmp_path / "spill"))
-    assert [d["step"] for d in docs] == list(range(7))
-    assert all(math.isfinite(d["metrics"]["loss"]) for d in docs)
-    assert os.listdir(tmp_path / "spill")
 
 
 def test_a_forked_child_ships_nothing_and_exits_cleanly(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from warehouse.live.parsers import MetricEvent
-from warehouse.live.steps import is_tick
+from warehouse.live.step_docs import is_tick
 from warehouse.live.watch import StepAssembler, default_experiment, exit_code
 from warehouse.stores.base import RunQuery, StepRange
 from warehouse.stores.local import LocalStore

@@ -322,10 +322,14 @@ def test_put_many_of_nothing_sends_nothing(s3_store: S3ObjectStore) -> None:
     assert sum(sent.values()) == 0
 
 
-def test_put_many_with_progress_true_draws_a_bar_on_stderr(
+def test_put_many_reports_progress_for_the_caller_to_draw(
     s3_store: S3ObjectStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    s3_store.put_many(_items(10, tmp_path), progress=True)
+    """The backend only calls back; the bar on stderr is the caller's (no backend draws)."""
+    from warehouse.objects.download import transfer_progress
+
+    with transfer_progress(10, "uploading") as advance:
+        s3_store.put_many(_items(10, tmp_path), progress=lambda done, total: advance())
     captured = capsys.readouterr()
     assert "uploading" in captured.err
     assert "10/10" in captured.err

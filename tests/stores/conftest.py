@@ -16,6 +16,7 @@ from warehouse.stores.base import Store
 STORES = [
     pytest.param("local", id="local"),
     pytest.param("elasticsearch", id="elasticsearch"),
+    pytest.param("replicating", id="replicating"),
 ]
 
 
@@ -37,6 +38,22 @@ def elasticsearch_store(es_url: str, es_prefix: str) -> Iterator[Store]:
     with ElasticStore(es_url, prefix=es_prefix) as store:
         store.install()
         yield store
+
+
+@pytest.fixture
+def replicating_store(home: Path, es_url: str, es_prefix: str) -> Iterator[Store]:
+    """The durable wrapper as a recorder uses it: the local store in this test's warehouse
+    folder, every write shipped through the outbox to an initialised Elasticsearch."""
+    from warehouse.settings import load
+    from warehouse.shipping import open_recording
+    from warehouse.stores.elastic import init_elasticsearch
+
+    settings = load(cli={"home": str(home), "es_url": es_url, "index_prefix": es_prefix})
+    init_elasticsearch(settings)
+    recording = open_recording(settings)
+    with recording.store as store:
+        yield store
+    assert recording.shipper.outbox.count() == 0, "every write reached Elasticsearch"
 
 
 @pytest.fixture(params=STORES)

@@ -215,6 +215,17 @@ class TestStoreContract:
         assert found == [changed]
         assert len(store.search_runs(RunQuery(limit=None))) == len(DOCS)
 
+    def test_an_older_copy_of_a_run_never_replaces_a_newer_one(self, store: Store) -> None:
+        def saved(status: str, second: int) -> dict[str, Any]:
+            return {**DOCS[0], "status": status, "updated_at": f"2026-01-01T00:00:{second:02d}Z"}
+
+        store.write_runs([saved("completed", 20)])
+        store.write_runs([saved("running", 10)])  # a late retry of an older save
+        assert store.search_runs(RunQuery(filter="run_id:run-00"))[0]["status"] == "completed"
+        store.write_runs([saved("completed", 20)])  # the same version again: harmless
+        store.write_runs([saved("failed", 30)])  # a newer save replaces it
+        assert store.search_runs(RunQuery(filter="run_id:run-00"))[0]["status"] == "failed"
+
     def test_writing_the_same_batch_again_changes_nothing(self, store: Store) -> None:
         store.write_runs(DOCS)
         store.write_runs(DOCS)
@@ -490,6 +501,18 @@ class TestStoreContract:
         assert got == [("train", "t1"), ("val", "s3")]
         everything = list(store.search_samples(SampleQuery(run_id="run-00", limit=None)))
         assert len(everything) == len(SAMPLES) + 2
+
+    def test_sample_batches_read_a_split_back_in_write_order(self, store: Store) -> None:
+        store.write_runs(DOCS[:1])
+        store.write_samples("run-00", "svm", "val", sample_batches())
+        table = pa.Table.from_batches(list(store.sample_batches("run-00", "val")))
+        assert table.column("sample_id").to_pylist() == [s["sample_id"] for s in SAMPLES]
+        picked = pa.Table.from_batches(
+            list(store.sample_batches("run-00", "val", columns=["sample_id", "pixel_acc"]))
+        )
+        assert picked.column("pixel_acc").to_pylist() == [s.get("pixel_acc") for s in SAMPLES]
+        with pytest.raises(NotFound):
+            list(store.sample_batches("run-00", "test"))
 
     def test_a_split_without_samples_is_empty(self, store: Store) -> None:
         store.write_runs(DOCS[:1])

@@ -171,15 +171,6 @@ def test_non_finite_floats_reach_elasticsearch_as_null(
 
 
 # writes ---------------------------------------------------------------------------------------
-def test_an_older_copy_of_a_run_never_replaces_a_newer_one(es: ElasticStore) -> None:
-    doc = run_doc()
-    es.write_runs([{**doc, "status": "completed"}], versions=[200])
-    es.write_runs([{**doc, "status": "running"}], versions=[100])
-    es.write_runs([{**doc, "status": "completed"}], versions=[200])
-    (back,) = es.search_runs(RunQuery())
-    assert back["status"] == "completed"
-
-
 def test_steps_written_twice_are_stored_once(es: ElasticStore, raw: Elasticsearch) -> None:
     steps = [
         {

@@ -147,6 +147,7 @@ def status(fmt: FormatOpt = Format.table) -> None:
     Example: warehouse status --format json
     """
     from warehouse.errors import WarehouseError
+    from warehouse.home import Home
     from warehouse.outbox import Outbox
     from warehouse.output import render
 
@@ -161,14 +162,9 @@ def status(fmt: FormatOpt = Format.table) -> None:
 
         with LocalStore(settings.resolved_home) as local:
             facts["runs"] = len(local.search_runs(RunQuery(limit=None, fields=("run_id",))))
-    outbox = Outbox(settings.resolved_home / "outbox")
+    outbox = Outbox(Home.from_settings(settings).outbox)
     waiting = outbox.pending()
     facts["outbox pending"] = len(waiting)
-    from warehouse.live.steps import spilled_total
-
-    spilled = spilled_total(settings.resolved_home / "spill")
-    if spilled:
-        facts["spilled steps"] = f"{spilled} — run 'warehouse sync' to store them"
     set_aside = outbox.corrupt()
     if set_aside:
         facts["outbox corrupt"] = f"{len(set_aside)} set aside in {set_aside[0].parent}"
@@ -214,39 +210,45 @@ def status(fmt: FormatOpt = Format.table) -> None:
 
 
 # sync -----------------------------------------------------------------------------------------
-def sync(quiet: QuietOpt = False) -> None:
+def sync(
+    quiet: QuietOpt = False,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait/--no-wait",
+            help="When another sync is running: wait for it (default), or stop at once (exit 5).",
+        ),
+    ] = True,
+) -> None:
     """Ship what waits in the outbox to Elasticsearch / S3 (safe to run twice).
 
-    Exits with 5 when some records could not be shipped (they stay, with the reason).
+    Records the local store could not take at first are written locally too. Exits with 5
+    when some records could not be shipped (they stay, with the reason).
     Example: warehouse sync
     """
     from warehouse.errors import SyncIncomplete
-    from warehouse.outbox import Replicator
     from warehouse.output import info, stderr_console
+    from warehouse.shipping import open_shipper
 
     settings = _settings()
-    replicator = Replicator(settings)
-    steps_shipped, steps_failed = _ship_spilled_steps(settings, replicator)
-    if steps_shipped and not quiet:
-        info(f"shipped {steps_shipped} spilled step(s) to the steps store")
-    if steps_failed:
-        replicator.close()
-        raise SyncIncomplete(
-            "spilled steps could not be shipped: "
-            + "; ".join(f"run {run_id}: {why}" for run_id, why in steps_failed[:5])
-            + ". They stay in "
-            + str(settings.resolved_home / "spill")
-            + "; fix the cause and run 'warehouse sync' again",
-            items=[f"{run_id}: {why}" for run_id, why in steps_failed],
-        )
-    total = replicator.outbox.count()
-    if total == 0 and not replicator.outbox.corrupt():
+    shipper = open_shipper(settings)
+    outbox = shipper.outbox
+    total = outbox.count()
+    if total == 0 and not outbox.corrupt():
         if not quiet:
             info("the outbox is empty: nothing to ship")
         return
+    holder = outbox.holder() if _busy(outbox) else None
+    if holder is not None and not wait:
+        raise SyncIncomplete(
+            f"another 'warehouse sync' is running ({holder}); nothing was shipped by this one. "
+            "Run it again later, or with --wait to wait for the other"
+        )
+    if holder is not None and not quiet:
+        info(f"waiting for the 'warehouse sync' of {holder} to finish")
     try:
         if quiet:
-            report = replicator.drain()
+            report = shipper.drain(wait=wait)
         else:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -262,15 +264,20 @@ def sync(quiet: QuietOpt = False) -> None:
                 def advance(done: int, count: int) -> None:
                     bar.update(task, completed=done, total=count)
 
-                report = replicator.drain(advance)
+                report = shipper.drain(advance, wait=wait)
     finally:
-        replicator.close()
+        shipper.close()
+    if report is None:
+        raise SyncIncomplete(
+            f"another 'warehouse sync' started meanwhile ({outbox.holder() or 'unknown'}); "
+            "run this one again later, or with --wait"
+        )
     if report.failed:
         lines = [f"{entry.describe()}: {reason}" for entry, reason in report.failed[:10]]
         more = len(report.failed) - len(lines)
         raise SyncIncomplete(
             f"shipped {report.shipped}, {len(report.failed)} still waiting in "
-            f"{replicator.outbox.folder}: "
+            f"{outbox.folder}: "
             + "; ".join(lines)
             + (f"; and {more} more" if more > 0 else "")
             + ". Fix the cause and run 'warehouse sync' again",
@@ -280,25 +287,9 @@ def sync(quiet: QuietOpt = False) -> None:
         info(f"shipped {report.shipped} record(s); the outbox is empty")
 
 
-def _ship_spilled_steps(settings: Any, replicator: Any) -> tuple[int, list[tuple[str, str]]]:
-    """Steps a run could not write when it ended (``<home>/spill/``): into the local steps
-    store, and on to Elasticsearch through the outbox when configured."""
-    from warehouse.live.steps import ship_spill_root
-    from warehouse.stores.local import LocalStore
-
-    root = settings.resolved_home / "spill"
-    if not root.is_dir():
-        return 0, []
-    with LocalStore(settings.resolved_home) as store:
-
-        def sink_for(run_id: str, experiment: str) -> Any:
-            def sink(docs: list[dict[str, Any]]) -> None:
-                store.write_steps(run_id, experiment, docs)
-                replicator.publish_steps(run_id, experiment, docs)
-
-            return sink
-
-        return ship_spill_root(root, sink_for)
+def _busy(outbox: Any) -> bool:
+    with outbox.locked(wait=False) as mine:
+        return not mine
 
 
 # compact --------------------------------------------------------------------------------------
@@ -314,12 +305,13 @@ def compact(
 
     Example: warehouse compact --rebuild
     """
+    from warehouse.home import Home
     from warehouse.output import info
     from warehouse.stores.base import RunQuery
     from warehouse.stores.local import LocalStore
 
     settings = _settings()
-    with LocalStore(settings.resolved_home) as store:
+    with LocalStore(Home.from_settings(settings)) as store:
         store.compact(rebuild=rebuild)
         runs = len(store.search_runs(RunQuery(limit=None, fields=("run_id",))))
     info(f"{'rebuilt' if rebuild else 'compacted'} the run catalog: {runs} run(s)")

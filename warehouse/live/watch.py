@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from warehouse.live.parsers import LineSplitter, MetricEvent, parse_line
 
 if TYPE_CHECKING:
-    from warehouse.recorder import ActiveRun
+    from warehouse.run import ActiveRun
     from warehouse.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -444,6 +444,7 @@ def _open_run(
     console: bool,
     settings: Settings | None,
 ) -> ActiveRun | None:
+    from warehouse.live.steps import StepOptions
     from warehouse.recorder import start_run
     from warehouse.settings import load
 
@@ -460,7 +461,7 @@ def _open_run(
             config={"command": list(argv), "cwd": str(cwd)},
             settings=settings,
             cwd=cwd,
-            total_steps=total_steps,
+            steps=StepOptions(total_steps=total_steps),
             primary_metric=primary_metric,
         )
     except Exception as exc:

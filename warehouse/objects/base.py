@@ -8,8 +8,14 @@ Hashing, deduplication policy and retries live above (the recorder, the outbox).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol, Self
+
+PutItem = tuple[str, bytes | Path, str | None, str]
+"""One object of :meth:`ObjectStore.put_many`: ``(key, source, content_type, sha256)``."""
+ProgressCallback = Callable[[int, int], None]
+"""``progress(done, total)``, called after each object of a batch."""
 
 
 def object_key(experiment: str, run_id: str, kind: str, name: str) -> str:
@@ -52,6 +58,18 @@ class ObjectStore(Protocol):
         If an object with the same key and the same ``sha256`` is already there, nothing is
         transferred and the existing URI is returned.
         """
+        ...
+
+    def put_many(
+        self, items: Iterable[PutItem], progress: ProgressCallback | None = None
+    ) -> list[str]:
+        """``put`` every item (concurrently where the backend can); their URIs, in order.
+
+        The first failure is raised; what was stored stays, and storing again skips it."""
+        ...
+
+    def uri(self, key: str) -> str:
+        """The URI ``put(key, ...)`` returns, without storing anything (offline)."""
         ...
 
     def get(self, uri: str) -> bytes:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Self
 from urllib.parse import unquote, urlparse
 
 from warehouse.errors import NotFound, ObjectStoreUnavailable
+from warehouse.objects.base import ProgressCallback, PutItem
 
 
 class LocalObjectStore:
@@ -39,6 +41,24 @@ class LocalObjectStore:
                 "permissions and free space"
             ) from exc
         return target.resolve().as_uri()
+
+    def put_many(
+        self, items: Iterable[PutItem], progress: ProgressCallback | None = None
+    ) -> list[str]:
+        batch = list(items)
+        uris = []
+        for done, (key, source, content_type, sha256) in enumerate(batch, 1):
+            uris.append(self.put(key, source, content_type=content_type, sha256=sha256))
+            if progress is not None:
+                progress(done, len(batch))
+        return uris
+
+    def uri(self, key: str) -> str:
+        return (self.root / key).resolve().as_uri()
+
+    def path_of(self, key: str) -> Path:
+        """Where the object ``key`` lives (it may not exist)."""
+        return self.root / key
 
     def get(self, uri: str) -> bytes:
         path = self._path(uri)

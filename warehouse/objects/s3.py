@@ -33,6 +33,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
 from warehouse.errors import ConfigurationError, NotFound, ObjectStoreUnavailable, WarehouseError
+from warehouse.objects.base import ProgressCallback, PutItem
 
 if TYPE_CHECKING:
     from warehouse.settings import Settings
@@ -50,10 +51,6 @@ BATCH_CONCURRENCY = 16
 PRESIGN_MAX_S = 7 * 24 * 3600
 """SigV4 presigned URLs live at most seven days."""
 
-# One (key, source, content_type, sha256) item of put_many.
-PutItem = tuple[str, bytes | Path, str | None, str]
-# progress(done, total), called after each object of put_many.
-ProgressCallback = Callable[[int, int], None]
 
 _CREDENTIAL_CODES = frozenset(
     {
@@ -156,7 +153,7 @@ class S3ObjectStore:
 
     def put(self, key: str, source: bytes | Path, *, content_type: str | None, sha256: str) -> str:
         """Upload ``source`` unless the object there already has this sha256; its URI."""
-        uri = self._uri(key)
+        uri = self.uri(key)
         with self._map_errors("upload", uri):
             if self._remote_sha256(self._full_key(key)) == sha256:
                 log.debug("%s already holds sha256 %s; not uploaded again", uri, sha256)
@@ -167,16 +164,17 @@ class S3ObjectStore:
     def put_many(
         self,
         items: Iterable[PutItem],
-        progress: ProgressCallback | bool | None = None,
+        progress: ProgressCallback | None = None,
         *,
         concurrency: int | None = None,
     ) -> list[str]:
         """Upload many objects concurrently (same dedupe as ``put``); their URIs, in order.
 
-        ``progress`` is a ``(done, total)`` callback, or ``True`` for a rich progress bar on
-        stderr. Keys absent from one listing of their folder are uploaded without the per-object
-        HEAD that ``put`` makes. The first error stops the batch and is raised; what was
-        uploaded stays, and running the batch again skips it.
+        ``progress`` is a ``(done, total)`` callback (the caller draws any progress bar: a
+        backend never writes to the terminal). Keys absent from one listing of their folder
+        are uploaded without the per-object HEAD that ``put`` makes. The first error stops
+        the batch and is raised; what was uploaded stays, and running the batch again skips
+        it.
         """
         batch = list(items)
         if not batch:
@@ -190,13 +188,13 @@ class S3ObjectStore:
             full_key = self._full_key(key)
             if full_key not in absent:
                 return self.put(key, source, content_type=content_type, sha256=sha256)
-            with self._map_errors("upload", self._uri(key)):
+            with self._map_errors("upload", self.uri(key)):
                 self._upload(full_key, source, content_type, sha256)
-            return self._uri(key)
+            return self.uri(key)
 
-        with contextlib.ExitStack() as stack:
-            report = _progress_reporter(progress, len(batch), stack)
-            pool = stack.enter_context(ThreadPoolExecutor(workers, thread_name_prefix="s3-put"))
+        total = len(batch)
+        report = (lambda done: progress(done, total)) if progress else (lambda done: None)
+        with ThreadPoolExecutor(workers, thread_name_prefix="s3-put") as pool:
             return _run_all(pool, one, batch, report)
 
     def get(self, uri: str) -> bytes:
@@ -310,7 +308,8 @@ class S3ObjectStore:
                 )
             return self._s3
 
-    def _uri(self, key: str) -> str:
+    def uri(self, key: str) -> str:
+        """``s3://bucket/prefix/key``: the URI ``put`` returns (the records keep it)."""
         return f"{self.base_uri}/{key}"
 
     def _full_key(self, key: str) -> str:
@@ -524,21 +523,6 @@ def _code(exc: botocore.exceptions.ClientError) -> str:
 
 def _message(exc: botocore.exceptions.ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Message", "")) or "no message"
-
-
-def _progress_reporter(
-    progress: ProgressCallback | bool | None, total: int, stack: contextlib.ExitStack
-) -> Callable[[int], None]:
-    """``report(done)``: the caller's callback, a rich bar on stderr, or nothing."""
-    if callable(progress):
-        callback = progress
-        return lambda done: callback(done, total)
-    if progress:
-        from warehouse.objects.download import transfer_progress
-
-        advance = stack.enter_context(transfer_progress(total, "uploading"))
-        return lambda done: advance()
-    return lambda done: None
 
 
 def _run_all(

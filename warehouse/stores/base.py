@@ -109,6 +109,14 @@ class Store(Protocol):
         """Sample rows of one run, streamed in order (``limit=None`` streams them all)."""
         ...
 
+    def sample_batches(
+        self, run_id: str, split: str, columns: Sequence[str] | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """One split's stored rows as Arrow batches, in write order (``columns``: only these,
+        where present). ``NotFound`` when the run has no such split. For bulk reads: shipping,
+        export, per-sample statistics."""
+        ...
+
     def steps(self, query: StepRange) -> Iterator[dict[str, Any]]:
         """A run's step documents in ``seq`` order."""
         ...

@@ -34,6 +34,7 @@ from warehouse.errors import (
     QuerySyntaxError,
     WarehouseError,
 )
+from warehouse.models import run_version
 from warehouse.stores import elastic_bulk as bulk
 from warehouse.stores import elastic_query as eq
 from warehouse.stores.base import (
@@ -190,25 +191,25 @@ class ElasticStore:
             raise map_error(exc, self.url, doing=doing, writing=writing) from exc
 
     # writes --------------------------------------------------------------------------------
-    def write_runs(
-        self, docs: Sequence[dict[str, Any]], *, versions: Sequence[int] | None = None
-    ) -> None:
-        """Index run documents by ``run_id``; ``versions`` (default: now in ns) order copies."""
+    def write_runs(self, docs: Sequence[dict[str, Any]]) -> None:
+        """Index run documents by ``run_id``; a copy older than the stored one is ignored.
+
+        The version is the document's ``updated_at`` (:func:`warehouse.models.run_version`),
+        given to Elasticsearch as an ``external_gte`` version: a late retry or a replay never
+        replaces a newer copy, and an equal one is rewritten harmlessly."""
         if not docs:
             return
-        now = time.time_ns()
-        stamps = list(versions) if versions is not None else [now] * len(docs)
         items = [
             bulk.action(
                 "index",
                 self.names["runs"],
                 str(doc["run_id"]),
-                version=stamp,
+                version=run_version(doc),  # 0 (accepted by ES) for a copy without updated_at
                 version_type="external_gte",
             )
             + bulk.encode(bulk.run_source(doc))
             + b"\n"
-            for doc, stamp in zip(docs, stamps, strict=True)
+            for doc in docs
         ]
         with self._map_errors("write runs", writing=True):
             self._ensure_ready("runs")
@@ -455,6 +456,27 @@ class ElasticStore:
             return iter(())
         return (hit["_source"] for hit in self._hits("samples", body, limit, query.offset))
 
+    def sample_batches(
+        self, run_id: str, split: str, columns: Sequence[str] | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """One split's rows as Arrow batches in write order (a point-in-time scan)."""
+        body: dict[str, Any] = {
+            "query": {
+                "bool": {"filter": [{"term": {"run_id": run_id}}, {"term": {"split": split}}]}
+            },
+            "sort": [{bulk.ROW_FIELD: {"order": "asc"}}],
+            "_source": {"excludes": [bulk.ROW_FIELD]}
+            if columns is None
+            else {"includes": list(columns)},
+        }
+        if not self._count("samples", run_id=run_id, split=split):
+            raise NotFound(
+                f"run {run_id} has no {split!r} samples in Elasticsearch at {public_url(self.url)}",
+                run_id=run_id,
+            )
+        hits = self._hits("samples", body, None, 0)
+        return bulk.batches_of(hit["_source"] for hit in hits)
+
     def steps(self, query: StepRange) -> Iterator[dict[str, Any]]:
         """A run's steps in ``seq`` order, after ``after_seq``, at most ``limit``."""
         limit = eq.check_limit(query.limit)
@@ -509,7 +531,7 @@ class ElasticStore:
         return name
 
     def _count(self, kind: Kind, **term: str) -> int:
-        query = {"term": term} if term else {"match_all": {}}
+        query: dict[str, Any] = {"bool": {"filter": [{"term": {k: v}} for k, v in term.items()]}}
         with self._map_errors(f"count {kind}"):
             return int(self.client.count(index=self.names[kind], query=query).body["count"])
 

@@ -228,6 +228,18 @@ def sample_items(
     return pc.binary_join_element_wise(head_line, doc, "")
 
 
+def batches_of(rows: Iterator[dict[str, Any]], size: int = 16_384) -> Iterator[pa.RecordBatch]:
+    """Sample rows read back (``_source`` dicts) as Arrow batches of at most ``size`` rows."""
+    chunk: list[dict[str, Any]] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= size:
+            yield pa.RecordBatch.from_pylist(chunk)
+            chunk = []
+    if chunk:
+        yield pa.RecordBatch.from_pylist(chunk)
+
+
 # ----------------------------------------------------------------------------------------
 # sending
 
@@ -350,6 +362,7 @@ __all__ = [
     "ROW_FIELD",
     "BulkResult",
     "action",
+    "batches_of",
     "check_batch",
     "clean",
     "encode",

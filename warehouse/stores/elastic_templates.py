@@ -135,6 +135,7 @@ def _runs_mappings() -> dict[str, Any]:
             "started_at": {"type": "date"},
             "ended_at": {"type": "date"},
             "heartbeat_at": {"type": "date"},
+            "updated_at": {"type": "date"},
             "duration_s": {"type": "double"},
             "git": {
                 "properties": {

@@ -21,17 +21,17 @@ import json
 import logging
 import os
 import re
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from warehouse import lucene
 from warehouse.errors import (
@@ -41,6 +41,9 @@ from warehouse.errors import (
     StoreUnavailable,
     WarehouseError,
 )
+from warehouse.files import atomic_write, write_all
+from warehouse.home import Home
+from warehouse.models import run_version
 from warehouse.stores.base import (
     Direction,
     ExperimentBest,
@@ -48,7 +51,7 @@ from warehouse.stores.base import (
     SampleQuery,
     StepRange,
 )
-from warehouse.stores.local_catalog import DOC, RunCatalog, write_all
+from warehouse.stores.local_catalog import DOC, RunCatalog
 from warehouse.stores.local_query import arrow_kinds, to_mask
 from warehouse.stores.local_samples import (
     SampleCache,
@@ -60,25 +63,29 @@ from warehouse.stores.local_samples import (
 )
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,199}$")
 _SAMPLE_FIELDS = ("sample_id",)  # what a bare term searches in a sample filter
 _DEFAULT_SORT = (("started_at", "desc"),)
+_SAMPLE_BATCH_ROWS = 16_384
 
 
 class LocalStore:
     """The embedded store in ``home`` (see the module docstring); cheap to construct."""
 
     def __init__(
-        self, home: Path, *, compact_after: int = 500, sample_cache_bytes: int = 512 << 20
+        self, home: Home | Path, *, compact_after: int = 500, sample_cache_bytes: int = 512 << 20
     ) -> None:
-        self.home = Path(home)
-        self._catalog = RunCatalog(self.home, compact_after)
+        self.home = home if isinstance(home, Home) else Home(Path(home))
+        self._catalog = RunCatalog(self.home.root, compact_after)
         self._samples = SampleCache(sample_cache_bytes)
 
     # writes -------------------------------------------------------------------------------
     def write_runs(self, docs: Sequence[dict[str, Any]]) -> None:
+        """Replace run files by ``run_id``, unless the stored copy is newer (``updated_at``)."""
         prepared: dict[str, bytes] = {}  # the last version of a run id in the batch wins
+        versions: dict[str, int] = {}
         for doc in docs:
             run_id = _check_id(doc.get("run_id"), "run_id")
             if not isinstance(doc.get("experiment"), str) or not doc["experiment"]:
@@ -89,35 +96,52 @@ class LocalStore:
                 raise InvalidRecord(
                     f"run {run_id} is not a JSON document ({exc}); pass Run.to_doc()"
                 ) from None
-            prepared.pop(run_id, None)
-            prepared[run_id] = data
-        if not prepared:
-            return
-        runs = self.home / "runs"
-        with self._map_errors(f"write run records to {runs}"):
-            runs.mkdir(parents=True, exist_ok=True)
+            version = run_version(doc)
+            if version >= versions.get(run_id, -1):
+                prepared.pop(run_id, None)
+                prepared[run_id] = data
+                versions[run_id] = version
+        with self._map_errors(f"write run records to {self.home.runs}"):
+            prepared = {r: d for r, d in prepared.items() if not self._stored_newer(r, versions[r])}
+            if not prepared:
+                return
+            self.home.ensure()
+            self.home.runs.mkdir(parents=True, exist_ok=True)
             if len(prepared) == 1:
                 ((run_id, data),) = prepared.items()
-                _atomic_write(runs / f"{run_id}.json", data)
+                atomic_write(self.home.run_file(run_id), data)
             else:  # fsyncs overlap: several times faster than one after another
                 with ThreadPoolExecutor(max_workers=min(8, len(prepared))) as pool:
                     jobs = [
-                        pool.submit(_atomic_write, runs / f"{r}.json", d)
+                        pool.submit(atomic_write, self.home.run_file(r), d)
                         for r, d in prepared.items()
                     ]
                     for job in jobs:
                         job.result()
             self._catalog.record(list(prepared))
 
+    def _stored_newer(self, run_id: str, version: int) -> bool:
+        """Whether the run file holds a newer version than ``version`` (a stale replay)."""
+        try:
+            text = self.home.run_file(run_id).read_bytes()
+        except FileNotFoundError:
+            return False
+        try:
+            stored = json.loads(text)
+        except ValueError:
+            return False  # a damaged file is replaced
+        return isinstance(stored, dict) and run_version(stored) > version
+
     def write_samples(
         self, run_id: str, experiment: str, split: str, batches: Iterable[pa.RecordBatch]
     ) -> int:
         _check_id(run_id, "run_id")
         _check_id(split, "split")
-        target = self.home / "samples" / run_id / f"{split}.parquet"
+        target = self.home.sample_file(run_id, split)
         recorded_at = datetime.now(UTC).isoformat().replace("+00:00", "Z")
         consts = {"run_id": run_id, "experiment": experiment, "split": split}
         with self._map_errors(f"write samples to {target}"):
+            self.home.ensure()
             target.parent.mkdir(parents=True, exist_ok=True)
             writer = SampleWriter(target.parent)
             try:
@@ -146,8 +170,9 @@ class LocalStore:
             lines.append(json.dumps(doc, ensure_ascii=False, default=str) + "\n")
         if not lines:
             return
-        path = self.home / "steps" / f"{run_id}.jsonl"
+        path = self.home.steps_file(run_id)
         with self._map_errors(f"append steps to {path}"):
+            self.home.ensure()
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
@@ -158,7 +183,7 @@ class LocalStore:
 
     def compact(self, rebuild: bool = False) -> None:
         """Fold recent writes into the catalog now; ``rebuild`` rescans every run file."""
-        with self._map_errors(f"compact the run catalog in {self.home / 'catalog'}"):
+        with self._map_errors(f"compact the run catalog in {self.home.catalog}"):
             self._catalog.compact(rebuild=rebuild)
 
     # run queries --------------------------------------------------------------------------
@@ -257,7 +282,7 @@ class LocalStore:
 
     # sample and step queries --------------------------------------------------------------
     def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:
-        run_dir = self.home / "samples" / _check_id(query.run_id, "run_id", NotFound)
+        run_dir = self.home.samples / _check_id(query.run_id, "run_id", NotFound)
         node = lucene.parse(query.filter)
         limit = _check_limit(query.limit)
         if query.offset < 0:
@@ -290,7 +315,7 @@ class LocalStore:
             return self._guard("read samples", emit_rows(table, rows))
 
     def steps(self, query: StepRange) -> Iterator[dict[str, Any]]:
-        path = self.home / "steps" / f"{_check_id(query.run_id, 'run_id', NotFound)}.jsonl"
+        path = self.home.steps_file(_check_id(query.run_id, "run_id", NotFound))
         limit = _check_limit(query.limit)
         with self._map_errors(f"read steps from {path}"):
             try:
@@ -323,11 +348,33 @@ class LocalStore:
             docs = [_project(doc, query.fields) for doc in docs]
         return iter(docs)
 
+    def sample_batches(
+        self, run_id: str, split: str, columns: Sequence[str] | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """The stored rows of one split as Arrow batches, in write order (NotFound if none)."""
+        path = self.home.sample_file(
+            _check_id(run_id, "run_id", NotFound), _check_id(split, "split", NotFound)
+        )
+        with self._map_errors(f"read samples from {path}"):
+            if not path.is_file():
+                raise NotFound(
+                    f"run {run_id} has no {split!r} samples in the local store at {self.home.root}",
+                    run_id=run_id,
+                )
+            source = pq.ParquetFile(path)
+            wanted = None if columns is None else [c for c in columns if c in source.schema.names]
+            batches = source.iter_batches(batch_size=_SAMPLE_BATCH_ROWS, columns=wanted)
+        return self._guard(f"read samples from {path}", batches)
+
+    def last_seq(self, run_id: str) -> int:
+        """The highest step ``seq`` stored for ``run_id`` (-1 when it has none)."""
+        return max((int(d["seq"]) for d in self.steps(StepRange(run_id=run_id))), default=-1)
+
     def _require_run(self, run_id: str, *seen: Path) -> None:
-        if (self.home / "runs" / f"{run_id}.json").exists() or any(p.exists() for p in seen):
+        if self.home.run_file(run_id).exists() or any(p.exists() for p in seen):
             return
         raise NotFound(
-            f"no run {run_id!r} in the local store at {self.home}; list runs with "
+            f"no run {run_id!r} in the local store at {self.home.root}; list runs with "
             "'warehouse query runs'",
             run_id=run_id,
         )
@@ -343,9 +390,9 @@ class LocalStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _guard(self, action: str, rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    def _guard(self, action: str, items: Iterator[_T]) -> Iterator[_T]:
         with self._map_errors(action):
-            yield from rows
+            yield from items
 
     @contextmanager
     def _map_errors(self, action: str) -> Iterator[None]:
@@ -355,7 +402,7 @@ class LocalStore:
         except WarehouseError:
             raise
         except OSError as exc:
-            where = exc.filename or self.home
+            where = exc.filename or self.home.root
             raise StoreUnavailable(
                 f"local store: cannot {action}: {exc.strerror or exc} ({where}); check that the "
                 "folder exists, is writable and has free space, or set WAREHOUSE_HOME",
@@ -363,9 +410,9 @@ class LocalStore:
             ) from exc
         except pa.ArrowException as exc:
             raise StoreUnavailable(
-                f"local store: cannot {action}: {exc}; if a file in {self.home} is damaged, "
+                f"local store: cannot {action}: {exc}; if a file in {self.home.root} is damaged, "
                 "delete it (the run catalog is rebuilt from runs/)",
-                path=str(self.home),
+                path=str(self.home.root),
             ) from exc
 
 
@@ -492,15 +539,3 @@ def _pick(doc: dict[str, Any], path: str) -> tuple[list[str], Any] | None:
             if hit is not None:
                 return [path[:i], *hit[0]], hit[1]
     return None
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

@@ -1,0 +1,88 @@
+"""ReplicatingObjectStore: artifacts and outputs in the local folder first, then in S3.
+
+As :class:`~warehouse.stores.replicating.ReplicatingStore` does for records: ``put`` adds an
+outbox entry, stores the bytes in the local object folder, then the shipper uploads them. The
+URI returned is the remote's (``s3://bucket/prefix/key``), so records point at where the
+object will be for everyone, even while the upload still waits in the outbox; reads are served
+from the local copy when this machine has it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
+
+from warehouse.objects.base import ProgressCallback, PutItem
+
+if TYPE_CHECKING:
+    from warehouse.objects.base import ObjectStore
+    from warehouse.objects.local import LocalObjectStore
+    from warehouse.shipping import Shipper
+
+
+class ReplicatingObjectStore:
+    """``local`` first, ``remote`` (reached through ``shipper``) as the address of record."""
+
+    def __init__(self, local: LocalObjectStore, remote: ObjectStore, shipper: Shipper) -> None:
+        self.local = local
+        self.remote = remote  # used offline only (uri); transfers go through the shipper
+        self.shipper = shipper
+
+    def put(self, key: str, source: bytes | Path, *, content_type: str | None, sha256: str) -> str:
+        entry = self.shipper.outbox.add(
+            "object", {"key": key, "content_type": content_type, "sha256": sha256}
+        )
+        try:
+            self.local.put(key, source, content_type=content_type, sha256=sha256)
+        except BaseException:
+            self.shipper.outbox.remove(entry)
+            raise
+        self.shipper.publish([entry])
+        return self.remote.uri(key)
+
+    def put_many(
+        self, items: Iterable[PutItem], progress: ProgressCallback | None = None
+    ) -> list[str]:
+        batch = list(items)
+        uris = []
+        for done, (key, source, content_type, sha256) in enumerate(batch, 1):
+            uris.append(self.put(key, source, content_type=content_type, sha256=sha256))
+            if progress is not None:
+                progress(done, len(batch))
+        return uris
+
+    def uri(self, key: str) -> str:
+        return self.remote.uri(key)
+
+    def get(self, uri: str) -> bytes:
+        local = self._local_path(uri)
+        if local is not None and local.is_file():
+            return local.read_bytes()
+        return self.remote.get(uri)
+
+    def exists(self, uri: str) -> bool:
+        local = self._local_path(uri)
+        return (local is not None and local.is_file()) or self.remote.exists(uri)
+
+    def url(self, uri: str, expires_s: int | None = None) -> str:
+        return self.remote.url(uri, expires_s)
+
+    def close(self) -> None:
+        self.remote.close()
+        self.local.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _local_path(self, uri: str) -> Path | None:
+        base = self.remote.uri("")
+        if not uri.startswith(base):
+            return None
+        return self.local.path_of(uri[len(base) :])
+
+
+__all__ = ["ReplicatingObjectStore"]
