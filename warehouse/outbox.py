@@ -20,7 +20,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,13 +98,16 @@ class SyncReport:
 class Outbox:
     """The folder of waiting entries (safe for many processes at once)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, prepare: Callable[[], object] | None = None) -> None:
         self.folder = folder
+        self._prepare = prepare  # creates the warehouse folder the right way, first
 
     def add(self, kind: str, payload: dict[str, Any]) -> Entry:
         """Durably store a new entry (fsync'd file, then fsync'd folder) and return it."""
         if kind not in KINDS:
             raise ValueError(f"unknown outbox entry kind {kind!r}")
+        if self._prepare is not None:
+            self._prepare()
         self.folder.mkdir(parents=True, exist_ok=True)
         now = time.time_ns()
         name = f"{now:020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"

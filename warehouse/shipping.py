@@ -106,7 +106,6 @@ def open_recording(settings: Settings) -> Recording:
 def open_shipper(settings: Settings) -> Shipper:
     """The shipper of the warehouse folder's outbox towards the configured remotes (with none
     it only writes locally what the local store could not take at first)."""
-    from warehouse.home import Home
 
     remotes: dict[str, Remote] = {}
     if settings.store_engine == "elasticsearch":
@@ -126,7 +125,7 @@ def open_shipper(settings: Settings) -> Shipper:
 
         remotes["objects"] = Remote("S3", settings.s3_url, s3)
     local, local_objects = _locals(settings)
-    outbox = Outbox(Home.from_settings(settings).outbox)
+    outbox = Outbox(local.home.outbox, prepare=local.home.ensure)
     return Shipper(
         outbox,
         local,
@@ -143,7 +142,7 @@ def _locals(settings: Settings) -> tuple[LocalStore, LocalObjectStore]:
     from warehouse.stores.local import LocalStore
 
     home = Home.from_settings(settings)
-    return LocalStore(home), LocalObjectStore(home.objects)
+    return LocalStore(home), LocalObjectStore(home.objects, prepare=home.ensure)
 
 
 def target_of(kind: str) -> str:

@@ -130,7 +130,9 @@ def run_demo(settings: Settings, *, verbose: bool = False) -> None:
     app = find_example()
     check_example_dependencies()
     _set_up_servers(settings)
-    home = settings.resolved_home
+    from warehouse.home import Home
+
+    home = Home.from_settings(settings).ensure()
     scratch = home / "tmp"
     scratch.mkdir(parents=True, exist_ok=True)
     sweep_dir = Path(tempfile.mkdtemp(prefix="demo-sweep-", dir=scratch))

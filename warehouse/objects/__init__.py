@@ -15,6 +15,8 @@ def open_object_store(settings: Settings) -> ObjectStore:
         from warehouse.objects.s3 import S3ObjectStore
 
         return S3ObjectStore.from_settings(settings)
+    from warehouse.home import Home
     from warehouse.objects.local import LocalObjectStore
 
-    return LocalObjectStore(settings.resolved_home / "objects")
+    home = Home.from_settings(settings)
+    return LocalObjectStore(home.objects, prepare=home.ensure)

@@ -181,9 +181,10 @@ def _resolver(
 
 def _open_for_scheme(scheme: str, uri: str, settings: Settings) -> ObjectStore:
     if scheme == "file":
+        from warehouse.home import Home
         from warehouse.objects.local import LocalObjectStore
 
-        return LocalObjectStore(settings.resolved_home / "objects")
+        return LocalObjectStore(Home.from_settings(settings).objects)
     if scheme == "s3":
         from warehouse.objects.s3 import S3ObjectStore, parse_s3_url
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Self
 from urllib.parse import unquote, urlparse
@@ -17,14 +17,17 @@ from warehouse.objects.base import ProgressCallback, PutItem
 class LocalObjectStore:
     """Objects under ``root``; URIs are ``file://`` URLs; writes are atomic renames."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, prepare: Callable[[], object] | None = None) -> None:
         self.root = Path(root)
+        self._prepare = prepare  # creates the warehouse folder the right way, first
 
     def put(self, key: str, source: bytes | Path, *, content_type: str | None, sha256: str) -> str:
         target = self.root / key
         if target.is_file() and _sha256_file(target) == sha256:
             return target.resolve().as_uri()
         try:
+            if self._prepare is not None:
+                self._prepare()
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".part")
             with os.fdopen(fd, "wb") as out:

@@ -11,9 +11,10 @@ if TYPE_CHECKING:
 
 def open_local_store(settings: Settings) -> Store:
     """The embedded store in the warehouse folder (always there: the durable first write)."""
+    from warehouse.home import Home
     from warehouse.stores.local import LocalStore
 
-    return LocalStore(settings.resolved_home)
+    return LocalStore(Home.from_settings(settings))
 
 
 def open_store(settings: Settings) -> Store:
