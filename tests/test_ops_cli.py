@@ -16,7 +16,7 @@ import yaml
 from tests.servers import free_port
 from warehouse.cli import main
 from warehouse.models import Run
-from warehouse.outbox import Outbox
+from warehouse.replication.outbox import Outbox
 from warehouse.stores.elastic_templates import export
 
 REPO = Path(__file__).resolve().parents[1]

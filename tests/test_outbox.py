@@ -20,9 +20,9 @@ from elasticsearch import Elasticsearch
 from tests.servers import NoidaServer, S3Server
 from warehouse.errors import StoreUnavailable
 from warehouse.models import Run
-from warehouse.outbox import Outbox
+from warehouse.replication import Recording, open_recording
+from warehouse.replication.outbox import Outbox
 from warehouse.settings import Settings, load
-from warehouse.shipping import Recording, open_recording
 from warehouse.stores.elastic import ElasticStore, init_elasticsearch
 
 
@@ -147,7 +147,7 @@ def test_a_document_es_rejects_is_kept_with_the_reason(
 ) -> None:
     doc = Run(experiment="x").to_doc()
     doc["duration_s"] = "slow"  # a double field: Elasticsearch refuses the document
-    with caplog.at_level(logging.WARNING, logger="warehouse.shipping"):
+    with caplog.at_level(logging.WARNING, logger="warehouse.replication"):
         recording.store.write_runs([doc])
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1

@@ -302,6 +302,33 @@ def unknown_field(name: str, known: Collection[str], what: str = "field") -> Que
     )
 
 
+def check_metric(metric: str, columns: Mapping[str, str]) -> str:
+    """The kind of the metric a view ranks by: QuerySyntaxError when no record has the field
+    (naming the closest numeric ones) or when it holds something else than numbers."""
+    kind = columns.get(metric)
+    if kind is None:
+        numeric = [k for k, v in columns.items() if v in (NUMBER, EMPTY)]
+        raise unknown_field(metric, numeric, "metric")
+    if kind not in (NUMBER, EMPTY):
+        raise QuerySyntaxError(
+            f"metric {metric} holds {kind} values, not numbers; rank by a numeric field such as "
+            "metrics.val.acc",
+            field=metric,
+        )
+    return kind
+
+
+def sort_kind(field: str, columns: Mapping[str, str], *, explicit: bool, what: str) -> str | None:
+    """The kind of a sort field (None: no record has it). A field that holds lists cannot
+    sort; an unknown field is an error only when the caller named it (``explicit``)."""
+    kind = columns.get(field)
+    if kind == TEXT_LIST:
+        raise QuerySyntaxError(f"cannot sort by {field}: it holds lists; sort by another field")
+    if kind is None and explicit:
+        raise unknown_field(field, [c for c in columns if not c.startswith("_")], what)
+    return kind
+
+
 def validate(
     node: Node, columns: Mapping[str, str], default_fields: Collection[str] = DEFAULT_FIELDS
 ) -> None:
@@ -500,9 +527,11 @@ __all__ = [
     "Phrase",
     "Range",
     "Term",
+    "check_metric",
     "default_fields_present",
     "fields",
     "parse",
+    "sort_kind",
     "unknown_field",
     "validate",
     "value_of",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -62,6 +63,46 @@ def parse_metric_path(path: str) -> tuple[str, str]:
     raise ValueError(
         f"metric {path!r} does not name a split: write it as split.metric, e.g. val.acc"
     )
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric that ranks runs: split, name and direction (``max`` = higher is better)."""
+
+    split: str
+    name: str
+    direction: Literal["max", "min"]
+
+    @property
+    def label(self) -> str:
+        """``val.acc``: how users write it."""
+        return f"{self.split}.{self.name}"
+
+    @property
+    def path(self) -> str:
+        """``metrics.val.acc``: the field path in a run document."""
+        return f"metrics.{self.split}.{self.name}"
+
+    def better(self, a: float, b: float) -> bool:
+        """Whether score ``a`` is strictly better than ``b``."""
+        return a > b if self.direction == "max" else a < b
+
+
+def resolve_metric(metric: str, direction: str | None = None) -> Metric:
+    """The :class:`Metric` for ``val.acc`` / ``val/acc`` / ``metrics.val.acc``; the direction
+    is inferred from the name when not given. The one place metric names are read."""
+    from warehouse.errors import ConfigurationError
+
+    try:
+        split, name = parse_metric_path(metric)
+    except ValueError as exc:
+        raise ConfigurationError(f"{exc} (from --metric or the primary_metric setting)") from None
+    wanted = direction if direction is not None else infer_direction(name)
+    if wanted not in ("max", "min"):
+        raise ConfigurationError(
+            f"direction {wanted!r} is neither 'max' (higher is better) nor 'min'"
+        )
+    return Metric(split, name, "max" if wanted == "max" else "min")
 
 
 class RunStatus(StrEnum):

@@ -2,7 +2,7 @@
 
 ``start_run`` (the function) and :meth:`Recorder.start_run` take the same parameters
 (:class:`RunOptions`); the open run is an :class:`~warehouse.run.ActiveRun`. Every record is
-written through the recorder's :class:`~warehouse.shipping.Recording`: the local store first,
+written through the recorder's :class:`~warehouse.replication.Recording`: the local store first,
 and, when Elasticsearch or S3 is configured, on to them through the outbox.
 
     with warehouse.start_run(experiment="resnet", config=cfg) as run:
@@ -16,25 +16,19 @@ import logging
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from typing_extensions import Unpack
 
 from warehouse.errors import InvalidRecord, WarehouseError
-from warehouse.models import (
-    PrimaryMetric,
-    Run,
-    infer_direction,
-    normalise_name,
-    parse_metric_path,
-)
+from warehouse.models import PrimaryMetric, Run, normalise_name, resolve_metric
 from warehouse.run import ActiveRun
 
 if TYPE_CHECKING:
     from warehouse.live.steps import StepOptions
     from warehouse.objects.base import ObjectStore
+    from warehouse.replication import Recording
     from warehouse.settings import Settings
-    from warehouse.shipping import Recording
     from warehouse.stores.base import Store
 
 log = logging.getLogger(__name__)
@@ -101,7 +95,7 @@ def start_run(
 
 
 class Recorder:
-    """Opens runs and writes their records through one :class:`~warehouse.shipping.Recording`."""
+    """Opens runs and writes their records through one :class:`~warehouse.replication.Recording`."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -111,7 +105,7 @@ class Recorder:
     def recording(self) -> Recording:
         """Where records go: opened on first use, offline (servers are reached when shipping)."""
         if self._recording is None:
-            from warehouse.shipping import open_recording
+            from warehouse.replication import open_recording
 
             self._recording = open_recording(self.settings)
         return self._recording
@@ -243,15 +237,8 @@ def _where(settings: Settings) -> str:
 
 
 def _primary_metric(metric: str, direction: str | None) -> PrimaryMetric:
-    try:
-        split, name = parse_metric_path(metric)
-    except ValueError as exc:
-        raise InvalidRecord(str(exc)) from None
-    wanted = direction or infer_direction(name)
-    if wanted not in ("max", "min"):
-        raise InvalidRecord(f"direction must be 'max' or 'min', not {wanted!r}")
-    direct: Literal["max", "min"] = "max" if wanted == "max" else "min"
-    return PrimaryMetric(name=f"{split}.{name}", split=split, metric=name, direction=direct)
+    m = resolve_metric(metric, direction)
+    return PrimaryMetric(name=m.label, split=m.split, metric=m.name, direction=m.direction)
 
 
 def normalise_experiment(name: str) -> str:

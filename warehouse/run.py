@@ -3,7 +3,7 @@
 Policy lives here, once: metric validation (NaN/inf → ``invalid_metrics``, non-numbers refused),
 name normalisation, the primary metric and the bias/variance decomposition, the record's
 version (``updated_at``), and what the run's status becomes on each way it can end. Writes go
-through the recorder's store and object store (the durable path: see ``shipping.py``); the
+through the recorder's store and object store (the durable path: see ``replication/``); the
 process-wide :class:`~warehouse.lifecycle.Lifecycle` ends the run on SIGTERM and at exit, and
 beats its heartbeat.
 
@@ -27,7 +27,7 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from warehouse.errors import InvalidRecord, WarehouseError
 from warehouse.lifecycle import Lifecycle
@@ -46,10 +46,35 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from warehouse.live.steps import StepLogger, StepOptions
-    from warehouse.recorder import Recorder
+    from warehouse.objects.base import ObjectStore
     from warehouse.settings import Settings
+    from warehouse.stores.base import Store
 
 log = logging.getLogger(__name__)
+
+
+class RunHost(Protocol):
+    """What an open run writes through (the :class:`~warehouse.recorder.Recorder`)."""
+
+    settings: Settings
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def objects(self) -> ObjectStore: ...
+
+    def write_run(self, record: Run) -> None:
+        """Write (a new version of) the run record."""
+
+    def forget(self, run: ActiveRun) -> None:
+        """The run has ended: it is no longer the current run."""
+
+    def announce(self, record: Run) -> None:
+        """Say where the run went."""
+
+    def close(self) -> None:
+        """Release the stores."""
 
 
 class ActiveRun:
@@ -57,7 +82,7 @@ class ActiveRun:
 
     def __init__(
         self,
-        recorder: Recorder,
+        recorder: RunHost,
         record: Run,
         *,
         baseline_error: float = 0.0,
@@ -475,4 +500,4 @@ def _hash_file(path: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-__all__ = ["ActiveRun", "as_number"]
+__all__ = ["ActiveRun", "RunHost", "as_number"]

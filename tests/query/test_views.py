@@ -15,8 +15,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from warehouse.docpath import get_path
 from warehouse.errors import ConfigurationError, NotFound, QuerySyntaxError
-from warehouse.models import Run
+from warehouse.models import Run, resolve_metric
 from warehouse.query import views
 from warehouse.stores.local import LocalStore
 
@@ -137,13 +138,13 @@ def store(home: Path) -> Iterator[LocalStore]:
 def test_metric_accepts_every_spelling_and_infers_direction(
     text: str, direction: str | None, expected: tuple[str, str, str, str]
 ) -> None:
-    m = views.resolve_metric(text, direction)
+    m = resolve_metric(text, direction)
     assert (m.split, m.name, m.direction, m.path) == expected
 
 
 def test_metric_without_split_is_a_usage_error() -> None:
     with pytest.raises(ConfigurationError, match=r"split\.metric"):
-        views.resolve_metric("acc")
+        resolve_metric("acc")
 
 
 @pytest.mark.parametrize(
@@ -193,7 +194,7 @@ def test_runs_return_whole_documents_by_default(store: LocalStore) -> None:
 
 def test_runs_with_fields_keep_only_those(store: LocalStore) -> None:
     docs = views.runs(store, filter="experiment:knn", fields=["run_id", "metrics.val.acc"])
-    assert sorted(views.get_path(d, "metrics.val.acc") for d in docs) == [0.85, 0.95]
+    assert sorted(get_path(d, "metrics.val.acc") for d in docs) == [0.85, 0.95]
     assert all("config" not in d for d in docs)
 
 
@@ -477,13 +478,6 @@ def test_compare_needs_two_distinct_runs(store: LocalStore) -> None:
 
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def test_get_path_reads_keys_that_contain_dots() -> None:
-    doc = {"params": {"model.C": 3}, "metrics": {"val": {"acc": 0.5}}}
-    assert views.get_path(doc, "params.model.C") == 3
-    assert views.get_path(doc, "metrics.val.acc") == 0.5
-    assert views.get_path(doc, "metrics.val.f1") is None
 
 
 def test_and_filters_parenthesises_each_part() -> None:

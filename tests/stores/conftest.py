@@ -44,8 +44,8 @@ def elasticsearch_store(es_url: str, es_prefix: str) -> Iterator[Store]:
 def replicating_store(home: Path, es_url: str, es_prefix: str) -> Iterator[Store]:
     """The durable wrapper as a recorder uses it: the local store in this test's warehouse
     folder, every write shipped through the outbox to an initialised Elasticsearch."""
+    from warehouse.replication import open_recording
     from warehouse.settings import load
-    from warehouse.shipping import open_recording
     from warehouse.stores.elastic import init_elasticsearch
 
     settings = load(cli={"home": str(home), "es_url": es_url, "index_prefix": es_prefix})

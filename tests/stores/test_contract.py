@@ -16,7 +16,7 @@ import pytest
 
 from warehouse.errors import NotFound, QuerySyntaxError
 from warehouse.models import GitInfo, Run, RunStatus
-from warehouse.stores.base import RunQuery, SampleQuery, StepRange, Store
+from warehouse.stores.base import RankQuery, RunQuery, SampleQuery, StepRange, Store
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 
@@ -303,7 +303,7 @@ class TestStoreContract:
     # best per experiment ------------------------------------------------------------------
     def test_best_per_experiment_by_hand(self, store: Store) -> None:
         store.write_runs(DOCS)
-        got = store.best_per_experiment("metrics.val.acc", "max")
+        got = store.best_per_experiment(RankQuery("metrics.val.acc", "max"))
         assert [(b.experiment, b.score, b.run["run_id"], b.run_count) for b in got] == [
             ("knn", 0.95, "run-04", 3),
             ("random-forest", 0.93, "run-06", 3),
@@ -345,7 +345,7 @@ class TestStoreContract:
         keep: Callable[[dict[str, Any]], bool],
     ) -> None:
         store.write_runs(DOCS)
-        got = store.best_per_experiment(f"metrics.{split}.{name}", direction, text)
+        got = store.best_per_experiment(RankQuery(f"metrics.{split}.{name}", direction, text))
         expected = expected_best(DOCS, split, name, direction, keep)
         assert [(b.experiment, b.score, b.run["run_id"], b.run_count) for b in got] == expected
 
@@ -358,7 +358,7 @@ class TestStoreContract:
             run_doc("c-one", "c", 0.7, day=5),
         ]
         store.write_runs(docs)
-        got = store.best_per_experiment("metrics.val.acc", "max")
+        got = store.best_per_experiment(RankQuery("metrics.val.acc", "max"))
         assert [(b.experiment, b.score, b.run["run_id"], b.run_count) for b in got] == [
             ("c", 0.7, "c-one", 1),
             ("a", 0.5, "a-low", 2),
@@ -373,7 +373,7 @@ class TestStoreContract:
             run_doc("v-early", "v", 0.9, day=1),
         ]
         store.write_runs(docs)
-        got = store.best_per_experiment("metrics.val.acc", "max")
+        got = store.best_per_experiment(RankQuery("metrics.val.acc", "max"))
         assert [(b.experiment, b.run["run_id"]) for b in got] == [
             ("v", "v-early"),
             ("t", "tie-0"),
@@ -383,7 +383,7 @@ class TestStoreContract:
     def test_best_per_experiment_of_an_unknown_metric_is_an_error(self, store: Store) -> None:
         store.write_runs(DOCS)
         with pytest.raises(QuerySyntaxError, match=r"metrics\.val\.acc"):
-            store.best_per_experiment("metrics.val.accuracy", "max")
+            store.best_per_experiment(RankQuery("metrics.val.accuracy", "max"))
 
     def test_date_math_filters_runs_by_end_time(self, store: Store) -> None:
         """Kibana's ``ended_at:>now-7d``: Elasticsearch evaluates it, the local store too."""

@@ -34,7 +34,7 @@ from warehouse.errors import (
 )
 from warehouse.models import Run
 from warehouse.settings import load
-from warehouse.stores.base import RunQuery, SampleQuery, StepRange
+from warehouse.stores.base import RankQuery, RunQuery, SampleQuery, StepRange
 from warehouse.stores.elastic import ElasticStore, map_error, public_url
 from warehouse.stores.elastic_templates import MAX_TYPED_PARAMS, export, templates
 
@@ -109,7 +109,8 @@ def test_a_10000_key_config_indexes_and_later_runs_stay_searchable(es: ElasticSt
     found = es.search_runs(RunQuery(filter="metrics.test.brand_new_metric:>0.5"))
     assert [r["run_id"] for r in found] == [later["run_id"]]
     assert [
-        r.run["run_id"] for r in es.best_per_experiment("metrics.test.brand_new_metric", "max")
+        r.run["run_id"]
+        for r in es.best_per_experiment(RankQuery("metrics.test.brand_new_metric", "max"))
     ] == [later["run_id"]]
     assert [r["run_id"] for r in es.search_runs(RunQuery(filter="params.model.C:>=2"))] == [
         later["run_id"]

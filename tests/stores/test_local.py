@@ -17,7 +17,7 @@ import pytest
 
 from warehouse.errors import InvalidRecord, StoreUnavailable
 from warehouse.models import Run
-from warehouse.stores.base import RunQuery, SampleQuery, StepRange
+from warehouse.stores.base import RankQuery, RunQuery, SampleQuery, StepRange
 from warehouse.stores.local import LocalStore
 
 WRITERS = 8
@@ -79,7 +79,7 @@ def store(home: Path) -> Iterator[LocalStore]:
 def test_constructing_and_querying_an_empty_store_creates_nothing(home: Path) -> None:
     with LocalStore(home) as store:
         assert store.search_runs(RunQuery()) == []
-        assert store.best_per_experiment("metrics.val.acc", "max") == []
+        assert store.best_per_experiment(RankQuery("metrics.val.acc", "max")) == []
     assert not home.exists()
 
 
@@ -159,7 +159,7 @@ def test_a_warm_query_reads_no_file(store: LocalStore, monkeypatch: pytest.Monke
 
     monkeypatch.setattr("warehouse.stores.local_catalog.RunCatalog._load_locked", fail)
     assert len(store.search_runs(RunQuery())) == 5
-    assert len(store.best_per_experiment("metrics.val.acc", "max")) == 1
+    assert len(store.best_per_experiment(RankQuery("metrics.val.acc", "max"))) == 1
 
 
 def test_a_write_by_another_store_is_seen_by_a_warm_reader(home: Path) -> None:

@@ -148,8 +148,8 @@ def status(fmt: FormatOpt = Format.table) -> None:
     """
     from warehouse.errors import WarehouseError
     from warehouse.home import Home
-    from warehouse.outbox import Outbox
     from warehouse.output import render
+    from warehouse.replication.outbox import Outbox
 
     settings = _settings()
     facts: dict[str, Any] = {
@@ -228,7 +228,7 @@ def sync(
     """
     from warehouse.errors import SyncIncomplete
     from warehouse.output import info, stderr_console
-    from warehouse.shipping import open_shipper
+    from warehouse.replication import open_shipper
 
     settings = _settings()
     shipper = open_shipper(settings)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from warehouse.docpath import flatten, get_path
 from warehouse.output import RUN_ID_WIDTH, Format, info, render
 
 if TYPE_CHECKING:
@@ -243,7 +244,7 @@ def runs(
     else:
         if wanted:
             cols = wanted
-            blank = [c for c in cols if docs and all(views.get_path(d, c) is None for d in docs)]
+            blank = [c for c in cols if docs and all(get_path(d, c) is None for d in docs)]
             if blank:
                 info(
                     f"no run shown has a value for {', '.join(blank)}; check the name "
@@ -251,7 +252,9 @@ def runs(
                 )
         elif fmt is Format.table:  # the metric in force, in every split: fits a terminal
             name, _ = _metric(settings, metric, direction)
-            primary = views.resolve_metric(name).name
+            from warehouse.models import resolve_metric
+
+            primary = resolve_metric(name).name
             cols = [
                 *RUN_TABLE_FIELDS[:3],
                 "ended_at",
@@ -260,7 +263,7 @@ def runs(
             ]
         else:
             cols = [*RUN_TABLE_FIELDS, *_metric_columns(docs)]
-        rows = ({c: views.get_path(d, c) for c in cols} for d in docs)
+        rows = ({c: get_path(d, c) for c in cols} for d in docs)
         count = _render(rows, fmt, columns=cols)
     _finish(count, fail_empty, "runs match", settings, filter)
 
@@ -544,8 +547,10 @@ def samples(
         )
         chosen = result.run
         if best:
-            path = views.resolve_metric(name, way).path
-            score = views.finite(views.get_path(chosen, path))
+            from warehouse.models import resolve_metric
+
+            path = resolve_metric(name, way).path
+            score = views.finite(get_path(chosen, path))
             shown = "" if score is None else f", {name} = {score:.4g}"
             info(f"best run: {chosen.get('run_id')} ({chosen.get('experiment')}{shown})")
         rows: Iterable[dict[str, Any]] = result
@@ -588,7 +593,7 @@ def show(
     if fmt is Format.json:
         _render([doc], fmt)
     elif fmt is Format.csv:
-        flat = views.flatten(doc)
+        flat = flatten(doc)
         _render(({"field": k, "value": v} for k, v in flat.items()), fmt)
     else:
         _show_table(doc)

@@ -49,6 +49,19 @@ def object_key(experiment: str, run_id: str, kind: str, name: str) -> str:
     return "/".join(parts.values())
 
 
+def put_each(
+    store: ObjectStore, items: Iterable[PutItem], progress: ProgressCallback | None = None
+) -> list[str]:
+    """``put_many`` one object after another, for stores with nothing faster to offer."""
+    batch = list(items)
+    uris = []
+    for done, (key, source, content_type, sha256) in enumerate(batch, 1):
+        uris.append(store.put(key, source, content_type=content_type, sha256=sha256))
+        if progress is not None:
+            progress(done, len(batch))
+    return uris
+
+
 class ObjectStore(Protocol):
     """Where the bytes of artifacts and model outputs go."""
 

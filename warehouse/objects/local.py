@@ -11,7 +11,7 @@ from typing import Self
 from urllib.parse import unquote, urlparse
 
 from warehouse.errors import NotFound, ObjectStoreUnavailable
-from warehouse.objects.base import ProgressCallback, PutItem
+from warehouse.objects.base import ProgressCallback, PutItem, put_each
 
 
 class LocalObjectStore:
@@ -48,13 +48,7 @@ class LocalObjectStore:
     def put_many(
         self, items: Iterable[PutItem], progress: ProgressCallback | None = None
     ) -> list[str]:
-        batch = list(items)
-        uris = []
-        for done, (key, source, content_type, sha256) in enumerate(batch, 1):
-            uris.append(self.put(key, source, content_type=content_type, sha256=sha256))
-            if progress is not None:
-                progress(done, len(batch))
-        return uris
+        return put_each(self, items, progress)
 
     def uri(self, key: str) -> str:
         return (self.root / key).resolve().as_uri()

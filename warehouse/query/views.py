@@ -20,64 +20,25 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
+from warehouse.docpath import flatten, get_path
 from warehouse.errors import ConfigurationError, NotFound, QuerySyntaxError, WarehouseError
-from warehouse.models import Decomposition, decompose, infer_direction, parse_metric_path
+from warehouse.models import Decomposition, Metric, decompose, infer_direction, resolve_metric
 from warehouse.stores.base import (
-    Direction,
     ExperimentBest,
     Order,
+    RankQuery,
     RunQuery,
     SampleQuery,
     StepRange,
     Store,
 )
+from warehouse.values import parse_time
 
 Interval = Literal["day", "week", "month"]
 INTERVALS: tuple[Interval, ...] = ("day", "week", "month")
 
-DEFAULT_RUN_SORT: tuple[tuple[str, Order], ...] = (("started_at", "desc"),)
-"""Newest runs first when no sort is given (run_id breaks ties, so the order is stable)."""
-
 _HEX_PREFIX = re.compile(r"[0-9a-f]{4,31}")
 _SORT_ORDERS = ("asc", "desc")
-
-
-@dataclass(frozen=True)
-class Metric:
-    """A metric that ranks runs: split, name and direction (``max`` = higher is better)."""
-
-    split: str
-    name: str
-    direction: Direction
-
-    @property
-    def label(self) -> str:
-        """``val.acc``: how users write it."""
-        return f"{self.split}.{self.name}"
-
-    @property
-    def path(self) -> str:
-        """``metrics.val.acc``: the field path in a run document."""
-        return f"metrics.{self.split}.{self.name}"
-
-    def better(self, a: float, b: float) -> bool:
-        """Whether score ``a`` is strictly better than ``b``."""
-        return a > b if self.direction == "max" else a < b
-
-
-def resolve_metric(metric: str, direction: str | None = None) -> Metric:
-    """The :class:`Metric` for ``val.acc`` / ``val/acc`` / ``metrics.val.acc``."""
-    try:
-        split, name = parse_metric_path(metric)
-    except ValueError as exc:
-        raise ConfigurationError(f"{exc} (from --metric or the primary_metric setting)") from None
-    if direction is None:
-        return Metric(split, name, infer_direction(name))
-    if direction not in ("max", "min"):
-        raise ConfigurationError(
-            f"direction {direction!r} is neither 'max' (higher is better) nor 'min'"
-        )
-    return Metric(split, name, direction)  # type: ignore[arg-type]
 
 
 # --- small pieces -----------------------------------------------------------------------
@@ -96,24 +57,6 @@ def and_filters(*filters: str | None) -> str | None:
     if len(parts) == 1:
         return parts[0]
     return " AND ".join(f"({p})" for p in parts)
-
-
-def get_path(doc: Mapping[str, Any], path: str) -> Any:
-    """The value at a dotted ``path`` in a run document; keys may contain dots (``params``)."""
-    if path in doc:
-        return doc[path]
-    start = 0
-    while True:
-        dot = path.find(".", start)
-        if dot < 0:
-            return None
-        head = path[:dot]
-        inner = doc.get(head)
-        if isinstance(inner, Mapping):
-            found = get_path(inner, path[dot + 1 :])
-            if found is not None:
-                return found
-        start = dot + 1
 
 
 def finite(value: Any) -> float | None:
@@ -153,19 +96,6 @@ def parse_sort(spec: str | tuple[str, str]) -> tuple[str, Order]:
     return name, order  # type: ignore[return-value]
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        moment = value
-    elif isinstance(value, str) and value:
-        try:
-            moment = datetime.fromisoformat(value)
-        except ValueError:
-            return None
-    else:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 # --- runs and run ids -------------------------------------------------------------------
 
 
@@ -177,10 +107,8 @@ def runs(
     fields: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Run documents matching ``filter``, in ``sort`` order (newest first), at most ``limit``."""
-    order = [parse_sort(s) for s in sort] or list(DEFAULT_RUN_SORT)
-    if all(name != "run_id" for name, _ in order):
-        order.append(("run_id", "asc"))
-    return store.search_runs(RunQuery(filter=filter, sort=tuple(order), limit=limit, fields=fields))
+    order = tuple(parse_sort(s) for s in sort)
+    return store.search_runs(RunQuery(filter=filter, sort=order, limit=limit, fields=fields))
 
 
 def get_run(store: Store, run_id: str, fields: Sequence[str] | None = None) -> dict[str, Any]:
@@ -290,7 +218,7 @@ def _bests(store: Store, m: Metric, filter: str | None) -> list[ExperimentBest]:
     """Each experiment's best run by ``m``; none (not an error) while every value of ``m``
     recorded so far was NaN/inf, so that no store has the field yet."""
     try:
-        return store.best_per_experiment(m.path, m.direction, filter)
+        return store.best_per_experiment(RankQuery(m.path, m.direction, filter))
     except QuerySyntaxError as exc:
         if _only_non_finite(store, m, exc):
             return []
@@ -437,7 +365,7 @@ def over_time(
     )
     scored: list[tuple[datetime, str, dict[str, Any], float]] = []
     for doc in docs:
-        ended = _parse_time(doc.get("ended_at"))
+        ended = parse_time(doc.get("ended_at"))
         score = finite(get_path(doc, m.path))
         if ended is not None and score is not None:
             scored.append((ended, str(doc.get("run_id")), doc, score))
@@ -600,18 +528,6 @@ def samples(
 def show(store: Store, run_id: str) -> dict[str, Any]:
     """The whole document of one run (a unique id prefix works too)."""
     return get_run(store, run_id)
-
-
-def flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mappings as one level of dotted keys; lists and scalars are leaves."""
-    flat: dict[str, Any] = {}
-    for key, inner in value.items():
-        name = f"{prefix}{key}"
-        if isinstance(inner, Mapping) and inner:
-            flat.update(flatten(inner, f"{name}."))
-        else:
-            flat[name] = inner
-    return flat
 
 
 COMPARE_IDENTITY = ("experiment", "status", "started_at", "ended_at", "duration_s", "git.commit")

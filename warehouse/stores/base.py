@@ -2,8 +2,11 @@
 
 A store only translates: our queries into its engine's language, our records into its
 documents, its errors into ours (``StoreUnavailable``/``NotFound``/``QuerySyntaxError``).
-Policy — validation, redaction, NaN handling, the outbox, running maxima, bias/variance —
-lives above it (``recorder.py``, ``query/views.py``).
+Policy lives above it: the query value types below validate themselves when made (limits,
+orders, directions, filter syntax) and carry the defaults (newest runs first; ``run_id``
+breaks every tie), so no store checks or defaults anything twice; redaction, NaN handling,
+durability, running maxima and bias/variance live in ``recorder.py``, ``run.py``,
+``replication/`` and ``query/views.py``.
 
 Documents are plain dicts in the shape of ``Run.to_doc()``; a field is named by its dotted
 path (``metrics.val.acc``, ``params.model.C``, ``git.commit``). Filters are Lucene query
@@ -16,11 +19,31 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 
+from warehouse import lucene
+from warehouse.errors import QuerySyntaxError
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
 Direction = Literal["max", "min"]
 Order = Literal["asc", "desc"]
+
+
+DEFAULT_RUN_SORT: tuple[tuple[str, Order], ...] = (("started_at", "desc"),)
+"""Newest runs first when no sort is given."""
+TIE_BREAK: tuple[str, Order] = ("run_id", "asc")
+"""The last sort key of every run ordering, so that the order is total and the same on every
+store."""
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and limit < 0:
+        raise QuerySyntaxError(f"limit {limit} is negative; use 0 or more, or no limit")
+
+
+def _check_order(order: str, what: str) -> None:
+    if order not in ("asc", "desc"):
+        raise QuerySyntaxError(f"sort order {order!r} of {what} is neither 'asc' nor 'desc'")
 
 
 @dataclass(frozen=True)
@@ -31,6 +54,44 @@ class RunQuery:
     sort: Sequence[tuple[str, Order]] = ()
     limit: int | None = 100
     fields: Sequence[str] | None = None  # dotted paths to keep; None = the whole document
+
+    def __post_init__(self) -> None:
+        lucene.parse(self.filter)  # syntax errors first, whatever the store holds
+        _check_limit(self.limit)
+        for name, order in self.sort:
+            _check_order(order, name)
+
+    @property
+    def order_by(self) -> tuple[tuple[str, Order], ...]:
+        """The sort a store applies: ``sort`` (default: newest first), then the tie-break."""
+        keys = tuple(self.sort) or DEFAULT_RUN_SORT
+        return keys if any(name == TIE_BREAK[0] for name, _ in keys) else (*keys, TIE_BREAK)
+
+    @property
+    def explicit_sort(self) -> frozenset[str]:
+        """Sort fields the caller named (an unknown one is an error; a default one is not)."""
+        return frozenset(name for name, _ in self.sort)
+
+
+@dataclass(frozen=True)
+class RankQuery:
+    """Each experiment's best run by ``metric`` (a dotted path) in ``direction``."""
+
+    metric: str
+    direction: Direction
+    filter: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.direction not in ("max", "min"):
+            raise QuerySyntaxError(
+                f"direction {self.direction!r} is neither 'max' (higher is better) nor 'min'"
+            )
+        lucene.parse(self.filter)
+
+    @property
+    def order(self) -> Order:
+        """Best first: descending for ``max``, ascending for ``min``."""
+        return "desc" if self.direction == "max" else "asc"
 
 
 @dataclass(frozen=True)
@@ -55,6 +116,13 @@ class SampleQuery:
     filter: str | None = None  # Lucene over sample columns
     offset: int = 0
 
+    def __post_init__(self) -> None:
+        lucene.parse(self.filter)
+        _check_limit(self.limit)
+        _check_order(self.order, self.sort or "samples")
+        if self.offset < 0:
+            raise QuerySyntaxError(f"offset {self.offset} is negative; use 0 or more")
+
 
 @dataclass(frozen=True)
 class StepRange:
@@ -64,6 +132,9 @@ class StepRange:
     after_seq: int = -1
     limit: int | None = None
     fields: Sequence[str] | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        _check_limit(self.limit)
 
 
 class Store(Protocol):
@@ -95,13 +166,12 @@ class Store(Protocol):
         """Run documents matching the query, in its order, at most ``limit``."""
         ...
 
-    def best_per_experiment(
-        self, metric: str, direction: Direction, filter: str | None = None
-    ) -> list[ExperimentBest]:
-        """For each experiment with a value of ``metric`` (dotted path), its best run.
+    def best_per_experiment(self, query: RankQuery) -> list[ExperimentBest]:
+        """For each experiment with a value of ``query.metric``, its best run.
 
-        Experiments whose runs have no finite value of ``metric`` are left out. Rows come
-        best first; ties are broken by the earlier ``ended_at``, then ``run_id``.
+        Experiments whose runs have no finite value of the metric are left out. Rows come
+        best first; ties are broken by the earlier ``ended_at``, then ``run_id``. An unknown
+        or non-numeric metric is a QuerySyntaxError (:func:`warehouse.lucene.check_metric`).
         """
         ...
 

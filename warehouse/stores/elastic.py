@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -27,6 +26,7 @@ import pyarrow as pa
 from elasticsearch import Elasticsearch
 
 from warehouse import lucene
+from warehouse.docpath import get_path
 from warehouse.errors import (
     ConfigurationError,
     InvalidRecord,
@@ -38,8 +38,8 @@ from warehouse.models import run_version
 from warehouse.stores import elastic_bulk as bulk
 from warehouse.stores import elastic_query as eq
 from warehouse.stores.base import (
-    Direction,
     ExperimentBest,
+    RankQuery,
     RunQuery,
     SampleQuery,
     StepRange,
@@ -62,7 +62,7 @@ MAX_EXPERIMENTS = 10_000
 _TIE_CANDIDATES = 10  # best runs fetched per experiment; ties among them settled client-side
 WRITE_TIMEOUT_S = 120.0  # bulk chunks and delete_by_query may take longer than a search
 _FIELDS_TTL_S = 30.0
-_DEFAULT_SORT = (("started_at", "desc"),)  # as the local store
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _SAMPLE_DEFAULTS = ("sample_id",)  # what a bare term searches in a sample filter
 
 
@@ -314,120 +314,63 @@ class ElasticStore:
 
     # reads ---------------------------------------------------------------------------------
     def search_runs(self, query: RunQuery) -> list[dict[str, Any]]:
-        """Run documents matching ``query``, sorted (default: newest first), at most ``limit``."""
-        lucene.parse(query.filter)  # syntax errors first, even on an empty index
-        limit = eq.check_limit(query.limit)
+        """Run documents matching ``query``, in its order, at most ``limit``."""
 
         def build(columns: dict[str, str]) -> dict[str, Any]:
-            sort = []
-            for name, order in query.sort or _DEFAULT_SORT:
-                what = "sort field" if query.sort else ""
-                field = self._params_field(name, columns)
-                if (
-                    eq.check_sort(
-                        field, order, columns | {field: "text"} if field != name else columns, what
-                    )
-                    is None
-                ):
-                    continue
-                sort.append(
-                    {field: {"order": order, "missing": "_last", "unmapped_type": "keyword"}}
-                )
-            if all("run_id" not in clause for clause in sort):
-                sort.append({"run_id": {"order": "asc"}})
-            query_dsl = eq.to_query(query.filter, columns, lucene.DEFAULT_FIELDS)
-            return {"query": query_dsl, "sort": sort}
+            return eq.runs_body(query, columns)
 
         body = self._build("runs", build)
         if body is None:
             return []
-        if query.fields is not None:
-            includes = list(query.fields)
-            includes += [
-                eq.EXTRA + f[len("params") :]
-                for f in includes
-                if f == "params" or f.startswith("params.")
-            ]
-            body["_source"] = {"includes": includes}
-        return [bulk.run_from_source(hit["_source"]) for hit in self._hits("runs", body, limit, 0)]
+        hits = self._hits("runs", body, query.limit, 0)
+        return [bulk.run_from_source(hit["_source"]) for hit in hits]
 
-    def best_per_experiment(
-        self, metric: str, direction: Direction, filter: str | None = None
-    ) -> list[ExperimentBest]:
-        """Each experiment's best run by ``metric``, best first (ties: ended_at, run_id)."""
-        if direction not in ("max", "min"):
-            raise QuerySyntaxError(f"direction {direction!r} is neither 'max' nor 'min'")
-        order = "desc" if direction == "max" else "asc"
-        lucene.parse(filter)
+    def best_per_experiment(self, query: RankQuery) -> list[ExperimentBest]:
+        """Each experiment's best run, best first (ties: the earlier ended_at, then run_id).
+
+        One ``terms`` aggregation ranks the experiments by a ``max``/``min`` sub-aggregation;
+        per experiment a ``top_hits`` brings the few best candidates with only the fields the
+        tie rule reads, and one ``mget`` then fetches the winners' documents: O(experiments)
+        documents cross the wire, never O(runs)."""
+        metric = query.metric
 
         def build(columns: dict[str, str]) -> dict[str, Any]:
-            kind = columns.get(metric)
-            if kind is None:
-                numeric = [k for k, v in columns.items() if v == lucene.NUMBER]
-                raise lucene.unknown_field(metric, numeric, "metric")
-            if kind != lucene.NUMBER:
-                raise QuerySyntaxError(
-                    f"metric {metric} holds {kind} values, not numbers; rank by a numeric "
-                    "field such as metrics.val.acc",
-                    field=metric,
-                )
-            return {"size": 0, "query": eq.to_query(filter, columns, lucene.DEFAULT_FIELDS)}
+            lucene.check_metric(metric, columns)
+            return {"size": 0, "query": eq.to_query(query.filter, columns, lucene.DEFAULT_FIELDS)}
 
         body = self._build("runs", build)
         if body is None:
             return []
-        sort = [
-            {metric: {"order": order}},
-            {"ended_at": {"order": "asc", "missing": "_last"}},
-            {"run_id": {"order": "asc"}},
-        ]
-        body["aggs"] = {
-            "experiments": {
-                "terms": {"field": "experiment", "size": MAX_EXPERIMENTS, "order": {"best": order}},
-                "aggs": {
-                    "best": {direction: {"field": metric}},
-                    # only runs that have the metric: ranking never meets a missing value
-                    "scored": {
-                        "filter": {"exists": {"field": metric}},
-                        "aggs": {"top": {"top_hits": {"size": _TIE_CANDIDATES, "sort": sort}}},
-                    },
-                },
-            }
-        }
+        body["aggs"] = eq.ranking_aggs(query, MAX_EXPERIMENTS, _TIE_CANDIDATES)
         with self._map_errors("rank experiments"):
             answer = self.client.search(index=self.names["runs"], **body).body
         agg = answer["aggregations"]["experiments"]
         if agg.get("sum_other_doc_count"):
             log.warning("more than %d experiments: the leaderboard is cut", MAX_EXPERIMENTS)
-        sign = -1.0 if direction == "max" else 1.0
+        winners = eq.ranked_winners(agg, query)
+        docs = self._runs_by_id([str(w[1]["run_id"]) for w in winners])
+        rows = [
+            ExperimentBest(name, float(get_path(best, metric)), docs[str(best["run_id"])], count)
+            for name, best, count in winners
+            if str(best["run_id"]) in docs
+        ]
+        return eq.best_first(rows, query)
 
-        def rank(run: dict[str, Any]) -> tuple[Any, ...]:
-            value = eq.path(run, metric)
-            score = sign * float(value) if isinstance(value, int | float) else math.inf
-            ended = run.get("ended_at")
-            return (score, ended is None, eq.instant(ended), run.get("run_id", ""))
-
-        rows = []
-        for bucket in agg["buckets"]:
-            hits = bucket["scored"]["top"]["hits"]["hits"]
-            if bucket["best"]["value"] is None or not hits:
-                continue
-            # ties on the score are settled here, as the local store does (ended_at, run_id)
-            run = min((bulk.run_from_source(h["_source"]) for h in hits), key=rank)
-            rows.append(
-                ExperimentBest(
-                    str(bucket["key"]), float(eq.path(run, metric)), run, int(bucket["doc_count"])
-                )
-            )
-        rows.sort(key=lambda r: (sign * r.score, *rank(r.run)[1:]))
-        return rows
+    def _runs_by_id(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The whole documents of these runs, by id (one request)."""
+        if not run_ids:
+            return {}
+        with self._map_errors("read runs"):
+            answer = self.client.mget(index=self.names["runs"], ids=list(run_ids)).body
+        return {
+            str(doc["_id"]): bulk.run_from_source(doc["_source"])
+            for doc in answer["docs"]
+            if doc.get("found")
+        }
 
     def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:
         """A run's sample rows (one split or all), sorted, from ``offset``, at most ``limit``."""
-        lucene.parse(query.filter)
-        limit = eq.check_limit(query.limit)
-        if query.offset < 0:
-            raise QuerySyntaxError(f"offset {query.offset} is negative; use 0 or more")
+        limit = query.limit
         self._require_run(query.run_id, "samples")
 
         def build(columns: dict[str, str]) -> dict[str, Any]:
@@ -437,7 +380,7 @@ class ElasticStore:
             if query.filter:
                 must.append(eq.to_query(query.filter, columns, _SAMPLE_DEFAULTS))
             if query.sort is not None:
-                eq.check_sort(query.sort, query.order, columns, "sample column")
+                lucene.sort_kind(query.sort, columns, explicit=True, what="sample column")
                 sort: list[Any] = [
                     {query.sort: {"order": query.order, "missing": "_last"}},
                     {"sample_id": {"order": "asc"}},
@@ -479,7 +422,7 @@ class ElasticStore:
 
     def steps(self, query: StepRange) -> Iterator[dict[str, Any]]:
         """A run's steps in ``seq`` order, after ``after_seq``, at most ``limit``."""
-        limit = eq.check_limit(query.limit)
+        limit = query.limit
         self._require_run(query.run_id, "steps")
         body: dict[str, Any] = {
             "query": {
@@ -524,11 +467,6 @@ class ElasticStore:
                 if self._count(kind) == 0:
                     return None  # nothing recorded yet: no answer rather than a field error
                 raise
-
-    def _params_field(self, name: str, columns: Mapping[str, str]) -> str:
-        if name.startswith("params.") and name not in columns and eq.EXTRA in columns:
-            return eq.EXTRA + name[len("params") :]
-        return name
 
     def _count(self, kind: Kind, **term: str) -> int:
         query: dict[str, Any] = {"bool": {"filter": [{"term": {k: v}} for k, v in term.items()]}}

@@ -14,15 +14,11 @@ with their reasons, conflicts on ``create``/versioned writes count as *already s
 from __future__ import annotations
 
 import bisect
-import datetime as dt
-import enum
 import json
 import logging
-import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -30,6 +26,7 @@ import pyarrow.compute as pc
 
 from warehouse.errors import InvalidRecord
 from warehouse.stores.elastic_templates import MAX_TYPED_PARAMS
+from warehouse.values import json_safe
 
 if TYPE_CHECKING:
     from elasticsearch import Elasticsearch
@@ -47,35 +44,9 @@ _dumps = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=F
 # documents
 
 
-def clean(value: Any) -> Any:
-    """``value`` made JSON-safe: non-finite floats → None, datetimes → ISO 8601, enums → value."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [clean(v) for v in value]
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.UTC)
-        return value.isoformat().replace("+00:00", "Z")
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, enum.Enum):
-        return clean(value.value)
-    if isinstance(value, PurePath):
-        return str(value)
-    if value is None or isinstance(value, str | int | bool):
-        return value
-    item = getattr(value, "item", None)  # numpy scalars
-    if callable(item):
-        return clean(item())
-    return str(value)
-
-
 def encode(doc: Mapping[str, Any]) -> bytes:
     """One document as compact JSON bytes; never contains NaN/Infinity."""
-    return _dumps(clean(doc)).encode("utf-8")
+    return _dumps(json_safe(doc)).encode("utf-8")
 
 
 def run_source(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -150,7 +121,7 @@ def _json_text(column: pa.Array) -> pa.Array:
         return pa.array(["null"] * len(column), pa.string())
     else:  # lists, structs, decimals, binary ...: rare, per value
         text = pa.array(
-            [None if v is None else _dumps(clean(v)) for v in column.to_pylist()], pa.string()
+            [None if v is None else _dumps(json_safe(v)) for v in column.to_pylist()], pa.string()
         )
     return pc.fill_null(text, "null")
 
@@ -364,7 +335,6 @@ __all__ = [
     "action",
     "batches_of",
     "check_batch",
-    "clean",
     "encode",
     "item_lines",
     "run_from_source",

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import elastic_transport
 from elasticsearch import ApiError, UnsupportedProductError
 
+from warehouse.capture.redact import strip_url_credentials
 from warehouse.errors import (
     ConfigurationError,
     InvalidRecord,
@@ -31,7 +32,7 @@ _CREDENTIALS_HELP = "set WAREHOUSE_ES_API_KEY, or WAREHOUSE_ES_USERNAME and WARE
 
 def public_url(url: str) -> str:
     """``url`` without any ``user:password@`` part, fit for messages and logs."""
-    return re.sub(r"//[^/@]*@", "//", url)
+    return strip_url_credentials(url)
 
 
 def quiet_transport_logs() -> None:

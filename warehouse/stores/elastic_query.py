@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import math
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
@@ -24,9 +25,13 @@ import elastic_transport
 from elasticsearch import ApiError, Elasticsearch
 
 from warehouse import lucene
+from warehouse.docpath import get_path
 from warehouse.errors import QuerySyntaxError
+from warehouse.stores.base import ExperimentBest, RankQuery, RunQuery
+from warehouse.values import parse_time
 
 PAGE = 1000
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 MAX_WINDOW = 10_000  # index.max_result_window: deeper reads go through a point in time
 
 _NUMERIC = frozenset(
@@ -166,16 +171,98 @@ def _value(field: str, kind: str, value: str) -> Any:
     return value
 
 
-def check_sort(field: str, order: str, columns: Mapping[str, str], what: str) -> str | None:
-    """The kind of a sort field (None: unknown), refusing bad orders and list fields."""
-    if order not in ("asc", "desc"):
-        raise QuerySyntaxError(f"sort order {order!r} of {field} is neither 'asc' nor 'desc'")
-    kind = columns.get(field)
-    if kind == lucene.TEXT_LIST:
-        raise QuerySyntaxError(f"cannot sort by {field}: it holds lists; sort by another field")
-    if kind is None and what:
-        raise lucene.unknown_field(field, columns, what)
-    return kind
+def runs_body(query: RunQuery, columns: Mapping[str, str]) -> dict[str, Any]:
+    """The search body of a run query: filter, sort (with the tie-break), ``_source``."""
+    sort = []
+    for name, order in query.order_by:
+        field = params_field(name, columns)
+        kinds = {**columns, field: lucene.TEXT} if field != name else columns
+        explicit = name in query.explicit_sort
+        if lucene.sort_kind(field, kinds, explicit=explicit, what="sort field") is None:
+            continue
+        sort.append({field: {"order": order, "missing": "_last", "unmapped_type": "keyword"}})
+    body: dict[str, Any] = {
+        "query": to_query(query.filter, columns, lucene.DEFAULT_FIELDS),
+        "sort": sort,
+    }
+    if query.fields is not None:
+        includes = list(query.fields)
+        includes += [
+            EXTRA + f[len("params") :] for f in includes if f == "params" or f.startswith("params.")
+        ]
+        body["_source"] = {"includes": includes}
+    return body
+
+
+def params_field(name: str, columns: Mapping[str, str]) -> str:
+    """Where a ``params.<key>`` lives: in ``params_extra`` for runs with huge configs."""
+    if name.startswith("params.") and name not in columns and EXTRA in columns:
+        return EXTRA + name[len("params") :]
+    return name
+
+
+def ranking_aggs(query: RankQuery, experiments: int, candidates: int) -> dict[str, Any]:
+    """Experiments ranked by a ``max``/``min`` sub-aggregation; per experiment a ``top_hits``
+    of the few best runs, with only the fields the tie rule reads."""
+    metric = query.metric
+    sort = [
+        {metric: {"order": query.order}},
+        {"ended_at": {"order": "asc", "missing": "_last"}},
+        {"run_id": {"order": "asc"}},
+    ]
+    top = {
+        "size": candidates,
+        "sort": sort,
+        "_source": {"includes": ["run_id", "ended_at", metric]},
+    }
+    return {
+        "experiments": {
+            "terms": {"field": "experiment", "size": experiments, "order": {"best": query.order}},
+            "aggs": {
+                "best": {query.direction: {"field": metric}},
+                # only runs that have the metric: ranking never meets a missing value
+                "scored": {
+                    "filter": {"exists": {"field": metric}},
+                    "aggs": {"top": {"top_hits": top}},
+                },
+            },
+        }
+    }
+
+
+def _rank_key(query: RankQuery) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """Best first: the score in the query's direction, then the earlier end, then run_id."""
+    sign = -1.0 if query.direction == "max" else 1.0
+
+    def key(run: Mapping[str, Any]) -> tuple[Any, ...]:
+        value = get_path(run, query.metric)
+        score = sign * float(value) if isinstance(value, int | float) else math.inf
+        ended = parse_time(run.get("ended_at"))
+        return (score, ended is None, ended or _EPOCH, run.get("run_id", ""))
+
+    return key
+
+
+def ranked_winners(
+    agg: Mapping[str, Any], query: RankQuery
+) -> list[tuple[str, dict[str, Any], int]]:
+    """``(experiment, best candidate, run count)`` per bucket of :func:`ranking_aggs`; ties on
+    the score are settled here, exactly as the local store settles them."""
+    key = _rank_key(query)
+    winners = []
+    for bucket in agg["buckets"]:
+        hits = bucket["scored"]["top"]["hits"]["hits"]
+        if bucket["best"]["value"] is None or not hits:
+            continue
+        best = min((h["_source"] for h in hits), key=key)
+        winners.append((str(bucket["key"]), best, int(bucket["doc_count"])))
+    return winners
+
+
+def best_first(rows: list[ExperimentBest], query: RankQuery) -> list[ExperimentBest]:
+    """Experiments in the order of the tie rule (score, earlier end, run id)."""
+    key = _rank_key(query)
+    return sorted(rows, key=lambda r: key(r.run))
 
 
 def hits(
@@ -224,45 +311,15 @@ def hits(
             client.close_point_in_time(id=pit)
 
 
-def check_limit(limit: int | None) -> int | None:
-    if limit is not None and limit < 0:
-        raise QuerySyntaxError(f"limit {limit} is negative; use 0 or more, or no limit")
-    return limit
-
-
-def path(doc: Mapping[str, Any], key: str) -> Any:
-    """The value at a dotted ``key`` of ``doc``, where keys may themselves hold dots."""
-    if key in doc:
-        return doc[key]
-    for i, char in enumerate(key):
-        if char == "." and isinstance(doc.get(key[:i]), Mapping):
-            found = path(doc[key[:i]], key[i + 1 :])
-            if found is not None:
-                return found
-    return None
-
-
-def instant(value: Any) -> str:
-    """An ISO time as a sortable UTC string ('' for none)."""
-    if not value:
-        return ""
-    try:
-        moment = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return str(value)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return moment.astimezone(dt.UTC).isoformat()
-
-
 __all__ = [
     "EXTRA",
-    "check_limit",
-    "check_sort",
+    "best_first",
     "hits",
-    "instant",
     "kinds",
-    "path",
+    "params_field",
+    "ranked_winners",
+    "ranking_aggs",
+    "runs_body",
     "to_query",
     "with_extra_params",
 ]

@@ -34,10 +34,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from warehouse import lucene
+from warehouse.docpath import project
 from warehouse.errors import (
     InvalidRecord,
     NotFound,
-    QuerySyntaxError,
     StoreUnavailable,
     WarehouseError,
 )
@@ -45,8 +45,8 @@ from warehouse.files import atomic_write, write_all
 from warehouse.home import Home
 from warehouse.models import run_version
 from warehouse.stores.base import (
-    Direction,
     ExperimentBest,
+    RankQuery,
     RunQuery,
     SampleQuery,
     StepRange,
@@ -61,13 +61,13 @@ from warehouse.stores.local_samples import (
     prepare_batch,
     stream_rows,
 )
+from warehouse.values import iso_utc
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,199}$")
 _SAMPLE_FIELDS = ("sample_id",)  # what a bare term searches in a sample filter
-_DEFAULT_SORT = (("started_at", "desc"),)
 _SAMPLE_BATCH_ROWS = 16_384
 
 
@@ -138,7 +138,7 @@ class LocalStore:
         _check_id(run_id, "run_id")
         _check_id(split, "split")
         target = self.home.sample_file(run_id, split)
-        recorded_at = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        recorded_at = iso_utc(datetime.now(UTC))
         consts = {"run_id": run_id, "experiment": experiment, "split": split}
         with self._map_errors(f"write samples to {target}"):
             self.home.ensure()
@@ -188,16 +188,15 @@ class LocalStore:
 
     # run queries --------------------------------------------------------------------------
     def search_runs(self, query: RunQuery) -> list[dict[str, Any]]:
-        """Without a sort: newest ``started_at`` first. Ties always end by ``run_id``."""
         node = lucene.parse(query.filter)
-        limit = _check_limit(query.limit)
+        limit = query.limit
         with self._map_errors("query runs"):
             table = self._catalog.table()
             if table is None or table.num_rows == 0:
                 return []
             kinds = arrow_kinds(table.schema)
             rows = self._matching(node, table)
-            keys = _sort_keys(query.sort or _DEFAULT_SORT, kinds)
+            keys = _sort_keys(query, kinds)
             if len(rows) > 1 and keys:
                 sub = pa.table(
                     {f"k{i}": table.column(f).take(rows) for i, (f, _) in enumerate(keys)}
@@ -212,30 +211,17 @@ class LocalStore:
                     return projected
             docs = [json.loads(text) for text in table.column(DOC).take(rows).to_pylist()]
         if query.fields is not None:
-            return [_project(doc, query.fields) for doc in docs]
+            return [project(doc, query.fields) for doc in docs]
         return docs
 
-    def best_per_experiment(
-        self, metric: str, direction: Direction, filter: str | None = None
-    ) -> list[ExperimentBest]:
-        if direction not in ("max", "min"):
-            raise QuerySyntaxError(f"direction {direction!r} is neither 'max' nor 'min'")
-        node = lucene.parse(filter)
+    def best_per_experiment(self, query: RankQuery) -> list[ExperimentBest]:
+        metric = query.metric
+        node = lucene.parse(query.filter)
         with self._map_errors("rank experiments"):
             table = self._catalog.table()
             if table is None or table.num_rows == 0:
                 return []
-            kinds = arrow_kinds(table.schema)
-            kind = kinds.get(metric)
-            if kind is None:
-                numeric = [k for k, v in kinds.items() if v in (lucene.NUMBER, lucene.EMPTY)]
-                raise lucene.unknown_field(metric, numeric, "metric")
-            if kind not in (lucene.NUMBER, lucene.EMPTY):
-                raise QuerySyntaxError(
-                    f"metric {metric} holds {kind} values, not numbers; rank by a numeric "
-                    "field such as metrics.val.acc",
-                    field=metric,
-                )
+            kind = lucene.check_metric(metric, arrow_kinds(table.schema))
             rows = self._matching(node, table)
             if kind == lucene.EMPTY or not len(rows):
                 return []
@@ -260,7 +246,7 @@ class LocalStore:
                     "r": table.column("run_id").take(rows[scored]),
                 }
             )
-            best = _best_per_group(sub, "descending" if direction == "max" else "ascending")
+            best = _best_per_group(sub, "descending" if query.direction == "max" else "ascending")
             winners, picks = sub.take(best), rows[scored][best]
             docs = table.column(DOC).take(picks).to_pylist()
             return [
@@ -284,9 +270,7 @@ class LocalStore:
     def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:
         run_dir = self.home.samples / _check_id(query.run_id, "run_id", NotFound)
         node = lucene.parse(query.filter)
-        limit = _check_limit(query.limit)
-        if query.offset < 0:
-            raise QuerySyntaxError(f"offset {query.offset} is negative; use 0 or more")
+        limit = query.limit
         with self._map_errors(f"read samples of run {query.run_id}"):
             self._require_run(query.run_id, run_dir)
             if query.split is not None:
@@ -316,7 +300,7 @@ class LocalStore:
 
     def steps(self, query: StepRange) -> Iterator[dict[str, Any]]:
         path = self.home.steps_file(_check_id(query.run_id, "run_id", NotFound))
-        limit = _check_limit(query.limit)
+        limit = query.limit
         with self._map_errors(f"read steps from {path}"):
             try:
                 fd = os.open(path, os.O_RDONLY)
@@ -345,7 +329,7 @@ class LocalStore:
                 by_seq[seq] = doc
         docs = [by_seq[seq] for seq in sorted(by_seq)][:limit]
         if query.fields is not None:
-            docs = [_project(doc, query.fields) for doc in docs]
+            docs = [project(doc, query.fields) for doc in docs]
         return iter(docs)
 
     def sample_batches(
@@ -426,28 +410,15 @@ def _check_id(value: Any, what: str, error: type[WarehouseError] = InvalidRecord
     return value
 
 
-def _check_limit(limit: int | None) -> int | None:
-    if limit is not None and limit < 0:
-        raise QuerySyntaxError(f"limit {limit} is negative; use 0 or more, or no limit")
-    return limit
-
-
-def _sort_keys(sort: Sequence[tuple[str, str]], kinds: dict[str, str]) -> list[tuple[str, str]]:
+def _sort_keys(query: RunQuery, kinds: dict[str, str]) -> list[tuple[str, str]]:
+    """The query's order as Arrow sort keys (fields no run has, or that are always empty,
+    sort nothing)."""
     keys: list[tuple[str, str]] = []
-    for field, order in sort:
-        if order not in ("asc", "desc"):
-            raise QuerySyntaxError(f"sort order {order!r} of {field} is neither 'asc' nor 'desc'")
-        kind = kinds.get(field)
-        if kind is None:
-            if (field, order) in _DEFAULT_SORT:
-                continue
-            raise lucene.unknown_field(field, kinds, "sort field")
-        if kind == lucene.TEXT_LIST:
-            raise QuerySyntaxError(f"cannot sort by {field}: it holds lists; sort by another field")
-        if kind != lucene.EMPTY:
+    for field, order in query.order_by:
+        explicit = field in query.explicit_sort
+        kind = lucene.sort_kind(field, kinds, explicit=explicit, what="sort field")
+        if kind is not None and kind != lucene.EMPTY:
             keys.append((field, "ascending" if order == "asc" else "descending"))
-    if all(f != "run_id" for f, _ in keys):
-        keys.append(("run_id", "ascending"))
     return keys
 
 
@@ -491,7 +462,9 @@ def _from_columns(
         elif field in _RUN_TEXT and pa.types.is_string(typ):
             picked.append(([field], True, column.to_pylist()))
         elif field in _RUN_TIMES and pa.types.is_timestamp(typ):
-            picked.append(([field], True, [_iso(v) for v in column.to_pylist()]))
+            picked.append(
+                ([field], True, [None if v is None else iso_utc(v) for v in column.to_pylist()])
+            )
         elif field.startswith("metrics.") and field.count(".") == 2 and typ == pa.float64():
             picked.append((field.split("."), False, column.to_pylist()))
         else:
@@ -506,36 +479,3 @@ def _from_columns(
                 node = node.setdefault(key, {})
             node[keys[-1]] = value
     return docs
-
-
-def _iso(moment: datetime | None) -> str | None:
-    """A UTC time as the run document writes it (pydantic: ``2026-01-02T03:04:05.123456Z``)."""
-    if moment is None:
-        return None
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def _project(doc: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
-    """Only the given dotted paths of ``doc``, nested as in ``doc`` (keys may hold dots)."""
-    out: dict[str, Any] = {}
-    for field in fields:
-        hit = _pick(doc, field)
-        if hit is None:
-            continue
-        keys, value = hit
-        node = out
-        for key in keys[:-1]:
-            node = node.setdefault(key, {})
-        node[keys[-1]] = value
-    return out
-
-
-def _pick(doc: dict[str, Any], path: str) -> tuple[list[str], Any] | None:
-    if path in doc:
-        return [path], doc[path]
-    for i, ch in enumerate(path):
-        if ch == "." and isinstance(doc.get(path[:i]), dict):
-            hit = _pick(doc[path[:i]], path[i + 1 :])
-            if hit is not None:
-                return [path[:i], *hit[0]], hit[1]
-    return None

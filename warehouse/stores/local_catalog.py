@@ -35,13 +35,15 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from warehouse.files import fsync_path, write_all
+from warehouse.values import parse_time
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +196,7 @@ class RunCatalog:
         tmp = self.dir / f".runs.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
         try:
             pq.write_table(table, tmp, compression="snappy")
-            _fsync_path(tmp)
+            fsync_path(tmp)
             os.replace(tmp, self.path)
         except OSError as exc:
             if not _read_only(exc):
@@ -302,7 +304,7 @@ def _column(name: str, values: list[Any]) -> pa.Array:
     if name in LISTS:
         return pa.array([v if isinstance(v, list) else None for v in values], pa.list_(pa.string()))
     if name in TIMESTAMPS:
-        return pa.array([_timestamp(v) for v in values], pa.timestamp("us", tz="UTC"))
+        return pa.array([parse_time(v) for v in values], pa.timestamp("us", tz="UTC"))
     present = [v for v in values if v is not None]
     if not present:
         return pa.nulls(len(values))
@@ -351,16 +353,6 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
     return pa.concat_tables(aligned)
 
 
-def _timestamp(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def _finite(value: float | None) -> float | None:
     if value is None or not math.isfinite(value):
         return None
@@ -394,17 +386,3 @@ def _has_json(folder: Path) -> bool:
             return any(e.name.endswith(".json") and not e.name.startswith(".") for e in entries)
     except FileNotFoundError:
         return False
-
-
-def write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -1,15 +1,15 @@
-"""ReplicatingStore: the store contract, durable — local first, then the remote through the outbox.
+"""ReplicatingStore: the store contract made durable: outbox entry, local write, then ship.
 
-A write adds its outbox entry (fsync'd) *before* it writes the local store, then the
-:class:`~warehouse.shipping.Shipper` ships it to the remote store (Elasticsearch) through the
+A write adds its outbox entry (fsync'd) *before* it writes the local store; then the shipper
+(:class:`~warehouse.replication.shipper.Shipper`) ships it to the remote store through the
 remote's protocol methods. So a record is never in the local store without an entry that will
 take it to the remote, whatever moment the process dies at; and a remote that is down, slow or
 hung costs the caller a bounded wait at most, while the records wait in the outbox for
 ``warehouse sync``. Reads come from the local store, the durable copy this process wrote.
 
 The same path serves a warehouse with no remote: when the local store cannot write (a folder
-it cannot create, an I/O error), a run or its steps stay in the outbox entry — they carry their
-data — and ``warehouse sync`` writes them locally once the fault is fixed. Samples cannot wait
+it cannot create, an I/O error), a run or its steps stay in the outbox entry (they carry their
+data) and ``warehouse sync`` writes them locally once the fault is fixed. Samples cannot wait
 that way (their rows are streamed, not copied): their failure reaches the caller.
 """
 
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Self
 
 from warehouse.errors import StoreUnavailable
 from warehouse.stores.base import (
-    Direction,
     ExperimentBest,
+    RankQuery,
     RunQuery,
     SampleQuery,
     StepRange,
@@ -31,8 +31,8 @@ from warehouse.stores.base import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from warehouse.outbox import Entry
-    from warehouse.shipping import Shipper
+    from warehouse.replication.outbox import Entry
+    from warehouse.replication.shipper import Shipper
     from warehouse.stores.local import LocalStore
 
 
@@ -118,10 +118,8 @@ class ReplicatingStore:
     def search_runs(self, query: RunQuery) -> list[dict[str, Any]]:
         return self.local.search_runs(query)
 
-    def best_per_experiment(
-        self, metric: str, direction: Direction, filter: str | None = None
-    ) -> list[ExperimentBest]:
-        return self.local.best_per_experiment(metric, direction, filter)
+    def best_per_experiment(self, query: RankQuery) -> list[ExperimentBest]:
+        return self.local.best_per_experiment(query)
 
     def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:
         return self.local.search_samples(query)

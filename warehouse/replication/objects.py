@@ -1,6 +1,6 @@
 """ReplicatingObjectStore: artifacts and outputs in the local folder first, then in S3.
 
-As :class:`~warehouse.stores.replicating.ReplicatingStore` does for records: ``put`` adds an
+As :class:`~warehouse.replication.store.ReplicatingStore` does for records: ``put`` adds an
 outbox entry, stores the bytes in the local object folder, then the shipper uploads them. The
 URI returned is the remote's (``s3://bucket/prefix/key``), so records point at where the
 object will be for everyone, even while the upload still waits in the outbox; reads are served
@@ -13,12 +13,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from warehouse.objects.base import ProgressCallback, PutItem
+from warehouse.objects.base import ProgressCallback, PutItem, put_each
 
 if TYPE_CHECKING:
     from warehouse.objects.base import ObjectStore
     from warehouse.objects.local import LocalObjectStore
-    from warehouse.shipping import Shipper
+    from warehouse.replication.shipper import Shipper
 
 
 class ReplicatingObjectStore:
@@ -44,13 +44,7 @@ class ReplicatingObjectStore:
     def put_many(
         self, items: Iterable[PutItem], progress: ProgressCallback | None = None
     ) -> list[str]:
-        batch = list(items)
-        uris = []
-        for done, (key, source, content_type, sha256) in enumerate(batch, 1):
-            uris.append(self.put(key, source, content_type=content_type, sha256=sha256))
-            if progress is not None:
-                progress(done, len(batch))
-        return uris
+        return put_each(self, items, progress)
 
     def uri(self, key: str) -> str:
         return self.remote.uri(key)

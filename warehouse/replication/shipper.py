@@ -1,10 +1,10 @@
-"""Shipping: outbox entries go to the remote store and object store, through their contracts.
+"""The shipper: outbox entries go to the remote store and object store, through their contracts.
 
-The durable path of every record, the one place where retries and outages are handled:
+The one place where retries and outages are handled:
 
 1. a write adds an outbox entry first (fsync'd: the *write-ahead*), then writes the local copy
-   (:class:`~warehouse.stores.replicating.ReplicatingStore`,
-   :class:`~warehouse.objects.replicating.ReplicatingObjectStore`), then calls
+   (:class:`~warehouse.replication.store.ReplicatingStore`,
+   :class:`~warehouse.replication.objects.ReplicatingObjectStore`), then calls
    :meth:`Shipper.publish`;
 2. ``publish`` ships older waiting entries first (for a bounded time), then the new ones, each
    attempt on a helper thread waited for at most :data:`PUBLISH_WAIT_S`: a server that accepts
@@ -40,12 +40,11 @@ from warehouse.errors import (
     StoreUnavailable,
     WarehouseError,
 )
-from warehouse.outbox import CORRUPT, UNREADABLE, Entry, Outbox, SyncReport
+from warehouse.replication.outbox import CORRUPT, UNREADABLE, Entry, Outbox, SyncReport
 
 if TYPE_CHECKING:
     from warehouse.objects.base import ObjectStore
     from warehouse.objects.local import LocalObjectStore
-    from warehouse.settings import Settings
     from warehouse.stores.base import Store
     from warehouse.stores.local import LocalStore
 
@@ -69,80 +68,6 @@ class Remote:
     label: str  # "Elasticsearch", "S3": for messages
     url: str  # where it is (no credentials): the key of the process-wide hung memory
     open: Callable[[], Store] | Callable[[], ObjectStore]
-
-
-@dataclass
-class Recording:
-    """Where a recorder writes: a store and an object store (local first), and the shipper
-    that takes their records on to Elasticsearch / S3 (None when records stay local)."""
-
-    store: Store
-    objects: ObjectStore
-    shipper: Shipper
-
-    def close(self) -> None:
-        self.store.close()
-        self.objects.close()
-        self.shipper.close()
-
-
-def open_recording(settings: Settings) -> Recording:
-    """The configured recording: everything local, plus replication to the Elasticsearch
-    and/or S3 that ``settings`` name. Offline: no server is reached until something ships."""
-    from warehouse.stores.replicating import ReplicatingStore
-
-    shipper = open_shipper(settings)
-    store: Store = ReplicatingStore(shipper.local, shipper)
-    objects: ObjectStore = shipper.local_objects
-    if "objects" in shipper.remotes:
-        from warehouse.objects.replicating import ReplicatingObjectStore
-        from warehouse.objects.s3 import S3ObjectStore
-
-        remote = S3ObjectStore.from_settings(settings)  # offline: for the URIs records keep
-        objects = ReplicatingObjectStore(shipper.local_objects, remote, shipper)
-    return Recording(store, objects, shipper)
-
-
-def open_shipper(settings: Settings) -> Shipper:
-    """The shipper of the warehouse folder's outbox towards the configured remotes (with none
-    it only writes locally what the local store could not take at first)."""
-
-    remotes: dict[str, Remote] = {}
-    if settings.store_engine == "elasticsearch":
-
-        def elastic() -> Store:
-            from warehouse.stores.elastic import ElasticStore
-
-            return ElasticStore.from_settings(settings)
-
-        remotes["store"] = Remote("Elasticsearch", settings.es_url or "", elastic)
-    if settings.s3_url:
-
-        def s3() -> ObjectStore:
-            from warehouse.objects.s3 import S3ObjectStore
-
-            return S3ObjectStore.from_settings(settings)
-
-        remotes["objects"] = Remote("S3", settings.s3_url, s3)
-    local, local_objects = _locals(settings)
-    outbox = Outbox(local.home.outbox, prepare=local.home.ensure)
-    return Shipper(
-        outbox,
-        local,
-        local_objects,
-        store=remotes.get("store"),
-        objects=remotes.get("objects"),
-        strict=settings.strict,
-    )
-
-
-def _locals(settings: Settings) -> tuple[LocalStore, LocalObjectStore]:
-    from warehouse.home import Home
-    from warehouse.objects.local import LocalObjectStore
-    from warehouse.stores.local import LocalStore
-
-    home = Home.from_settings(settings)
-    return LocalStore(home), LocalObjectStore(home.objects, prepare=home.ensure)
 
 
 def target_of(kind: str) -> str:
@@ -476,12 +401,4 @@ def _max_seq(steps: Sequence[dict[str, Any]]) -> int:
     return max((int(s["seq"]) for s in steps if isinstance(s.get("seq"), int)), default=-1)
 
 
-__all__ = [
-    "PUBLISH_WAIT_S",
-    "Recording",
-    "Remote",
-    "Shipper",
-    "open_recording",
-    "open_shipper",
-    "target_of",
-]
+__all__ = ["PUBLISH_WAIT_S", "Remote", "Shipper", "target_of"]

@@ -8,7 +8,7 @@ touching the same file. Entries sort by creation time: the oldest ship first.
 Kinds: ``run`` (the run document), ``samples`` (names a split whose rows are in the local
 store), ``steps`` (the step documents), ``object`` (names an object in the local object store).
 Entries hold JSON only, never pickle. What ships them, and when, is
-:class:`warehouse.shipping.Shipper`; this module only keeps the queue.
+:class:`warehouse.replication.shipper.Shipper`; this module only keeps the queue.
 """
 
 from __future__ import annotations
