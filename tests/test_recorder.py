@@ -415,3 +415,25 @@ def test_a_resumed_run_appends_its_steps_after_the_first_attempts(
     with LocalStore(home) as store:
         steps = [s for s in store.steps(StepRange(run_id="resumed-run-01")) if "metrics" in s]
     assert [s["step"] for s in steps] == list(range(80))
+
+
+def test_a_recorded_run_says_where_it_went_on_stderr(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("WAREHOUSE_CONSOLE", "1")
+    monkeypatch.setenv("WAREHOUSE_SYSTEM_INTERVAL_S", "0")
+    with warehouse.start_run(experiment="said") as run:
+        run.log_metrics("val", {"acc": 0.9916})
+    err = capsys.readouterr().err
+    short = run.run_id[:8]
+    assert f"recorded {short} (val.acc 0.9916) in " in err
+    assert f"-- warehouse query show {short}" in err
+    assert str(home.name) in err
+
+
+def test_the_line_is_quiet_with_the_console_off(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with warehouse.start_run(experiment="quiet") as run:  # the tests run with WAREHOUSE_CONSOLE=0
+        run.log_metrics("val", {"acc": 0.5})
+    assert "recorded" not in capsys.readouterr().err

@@ -120,8 +120,11 @@ Node = And | Or | Not | Term | Phrase | Range | Exists
 MATCH_ALL: Node = And(())
 
 
-def parse(text: str | None) -> Node:
-    """The filter as a tree; blank text matches everything. Raises QuerySyntaxError."""
+def parse(text: str | Node | None) -> Node:
+    """The filter as a tree; blank text matches everything (a tree is taken as it is).
+    Raises QuerySyntaxError."""
+    if isinstance(text, And | Or | Not | Term | Phrase | Range | Exists):
+        return text
     if text is None or not text.strip():
         return MATCH_ALL
     return _parse_cached(text.strip())

@@ -214,6 +214,7 @@ class Run(BaseModel):
     started_at: datetime = Field(default_factory=utcnow)
     ended_at: datetime | None = None
     heartbeat_at: datetime | None = None
+    lost_at: datetime | None = None  # running: shown as lost if no heartbeat comes by then
     updated_at: datetime | None = None  # when this version was saved: newer replaces older
     duration_s: float | None = None
 

@@ -41,6 +41,7 @@ from warehouse.models import (
     utcnow,
 )
 from warehouse.objects.base import object_key
+from warehouse.query.status import lost_after
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -309,6 +310,11 @@ class ActiveRun:
             if rec.updated_at is not None and now <= rec.updated_at:
                 now = rec.updated_at + timedelta(microseconds=1)  # versions only grow
             rec.updated_at = now
+            beat = rec.heartbeat_at or rec.started_at
+            running = rec.status == RunStatus.RUNNING
+            rec.lost_at = (
+                beat + timedelta(seconds=lost_after(self.settings.heartbeat_s)) if running else None
+            )
             self._recorder.write_run(rec)
 
     def end(

@@ -16,7 +16,14 @@ import pytest
 
 from warehouse.errors import NotFound, QuerySyntaxError
 from warehouse.models import GitInfo, Run, RunStatus
-from warehouse.stores.base import RankQuery, RunQuery, SampleQuery, StepRange, Store
+from warehouse.stores.base import (
+    CountQuery,
+    RankQuery,
+    RunQuery,
+    SampleQuery,
+    StepRange,
+    Store,
+)
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 
@@ -426,6 +433,22 @@ class TestStoreContract:
         assert views.decomposition(store, "val.acc", "max") == []
         with pytest.raises(QuerySyntaxError, match=r"val\.loss"):  # a typo is still an error
             views.leaderboard(store, "val.los", "min")
+
+    # grouped counts -------------------------------------------------------------------------
+    def test_count_by_counts_what_python_counts(self, store: Store) -> None:
+        store.write_runs(DOCS)
+        assert store.count_by(CountQuery("experiment")) == {"svm": 3, "knn": 3, "random-forest": 3}
+        completed = [d for d in DOCS if d["status"] == "completed"]
+        expected: dict[str, int] = {}
+        for doc in completed:
+            expected[doc["experiment"]] = expected.get(doc["experiment"], 0) + 1
+        assert store.count_by(CountQuery("experiment", "status:completed")) == expected
+        tags: dict[str, int] = {}
+        for doc in DOCS:
+            for tag in doc["tags"]:
+                tags[tag] = tags.get(tag, 0) + 1
+        assert store.count_by(CountQuery("tags")) == tags  # a list counts each element
+        assert store.count_by(CountQuery("experiment", "experiment:nothing")) == {}
 
     # samples --------------------------------------------------------------------------------
     def test_write_samples_returns_the_row_count(self, store: Store) -> None:

@@ -299,14 +299,32 @@ def _ranked_view(
 ) -> None:
     """A view ranked by a metric: settings with the flags, ``ask(store, settings, metric,
     direction)`` for the rows, then the table (``title`` may name ``{name}``) or JSON/CSV."""
+    from warehouse.errors import QuerySyntaxError
+    from warehouse.models import resolve_metric
+    from warehouse.query.coverage import default_metric, left_out
     from warehouse.stores import open_store
 
     settings = _settings(primary_metric=metric, direction=direction, **settings_flags)
     name, way = _metric(settings, metric, direction)
     with open_store(settings) as store:
-        rows = ask(store, settings, name, way)
+        if not {"primary_metric", "direction"} & settings.model_fields_set:
+            # no metric asked for: the one the matching runs were recorded with
+            name, way = default_metric(store, filter, name), None
+        chosen = resolve_metric(name, way)
+        try:
+            rows = ask(store, settings, name, way)
+        except QuerySyntaxError as exc:  # no run has the metric: say which ones they have
+            hint = left_out(store, chosen, filter).message()
+            if getattr(exc, "field", None) != chosen.path or not hint:
+                raise
+            raise QuerySyntaxError(
+                f"no run has {chosen.label}: {hint}", field=chosen.path
+            ) from None
+        missing = left_out(store, chosen, filter).message()
     shown = title.format(name=name) if title else None
     rendered = _render(rows, fmt, title=shown, empty=empty)
+    if missing:
+        info(missing)
     _finish(rendered, fail_empty, f"{what} {name}", settings, filter)
 
 

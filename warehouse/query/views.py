@@ -16,13 +16,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
 from warehouse.docpath import flatten, get_path
 from warehouse.errors import ConfigurationError, NotFound, QuerySyntaxError, WarehouseError
 from warehouse.models import Decomposition, Metric, decompose, infer_direction, resolve_metric
+from warehouse.query.status import STATUS_FIELDS, lost_aware, with_shown_status
 from warehouse.stores.base import (
     ExperimentBest,
     Order,
@@ -99,6 +100,28 @@ def parse_sort(spec: str | tuple[str, str]) -> tuple[str, Order]:
 # --- runs and run ids -------------------------------------------------------------------
 
 
+def _search(store: Store, query: RunQuery) -> list[dict[str, Any]]:
+    """``store.search_runs`` as every view calls it: ``status:lost``/``status:running``
+    filters spelled in stored fields, and each run's status as shown (``lost`` for a running
+    run whose heartbeat stopped: :mod:`warehouse.query.status`)."""
+    fields = query.fields
+    extra: tuple[str, ...] = ()
+    if fields is not None and "status" in fields:
+        extra = tuple(f for f in STATUS_FIELDS if f not in fields)
+    found = store.search_runs(
+        replace(
+            query,
+            filter=lost_aware(query.filter),
+            fields=None if fields is None else (*fields, *extra),
+        )
+    )
+    with_shown_status(found)
+    for doc in found:
+        for name in extra:
+            doc.pop(name, None)
+    return found
+
+
 def runs(
     store: Store,
     filter: str | None = None,
@@ -108,7 +131,7 @@ def runs(
 ) -> list[dict[str, Any]]:
     """Run documents matching ``filter``, in ``sort`` order (newest first), at most ``limit``."""
     order = tuple(parse_sort(s) for s in sort)
-    return store.search_runs(RunQuery(filter=filter, sort=order, limit=limit, fields=fields))
+    return _search(store, RunQuery(filter=filter, sort=order, limit=limit, fields=fields))
 
 
 def get_run(store: Store, run_id: str, fields: Sequence[str] | None = None) -> dict[str, Any]:
@@ -116,12 +139,13 @@ def get_run(store: Store, run_id: str, fields: Sequence[str] | None = None) -> d
     wanted = run_id.strip()
     if not wanted:
         raise ConfigurationError("empty run id; `warehouse query runs` lists the run ids")
-    found = store.search_runs(RunQuery(filter=f"run_id:{quote(wanted)}", limit=1, fields=fields))
+    found = _search(store, RunQuery(filter=f"run_id:{quote(wanted)}", limit=1, fields=fields))
     if found:
         return found[0]
     if _HEX_PREFIX.fullmatch(wanted):
-        found = store.search_runs(
-            RunQuery(filter=f"run_id:{wanted}*", sort=(("run_id", "asc"),), limit=3, fields=fields)
+        found = _search(
+            store,
+            RunQuery(filter=f"run_id:{wanted}*", sort=(("run_id", "asc"),), limit=3, fields=fields),
         )
         if len(found) == 1:
             return found[0]
@@ -175,13 +199,14 @@ def best(
         return rows
     order: Order = "desc" if m.direction == "max" else "asc"
     try:
-        docs = store.search_runs(
+        docs = _search(
+            store,
             RunQuery(
                 filter=filter,
                 sort=((m.path, order), ("ended_at", "asc"), ("run_id", "asc")),
                 limit=limit,
                 fields=("run_id", "experiment", "status", "ended_at", m.path),
-            )
+            ),
         )
     except QuerySyntaxError as exc:
         if _only_non_finite(store, m, exc):
@@ -218,7 +243,9 @@ def _bests(store: Store, m: Metric, filter: str | None) -> list[ExperimentBest]:
     """Each experiment's best run by ``m``; none (not an error) while every value of ``m``
     recorded so far was NaN/inf, so that no store has the field yet."""
     try:
-        return store.best_per_experiment(RankQuery(m.path, m.direction, filter))
+        bests = store.best_per_experiment(RankQuery(m.path, m.direction, lost_aware(filter)))
+        with_shown_status([b.run for b in bests])
+        return bests
     except QuerySyntaxError as exc:
         if _only_non_finite(store, m, exc):
             return []
@@ -231,8 +258,9 @@ def _only_non_finite(store: Store, m: Metric, exc: QuerySyntaxError) -> bool:
         return False
     try:
         return bool(
-            store.search_runs(
-                RunQuery(filter=f"invalid_metrics:{quote(m.label)}", limit=1, fields=("run_id",))
+            _search(
+                store,
+                RunQuery(filter=f"invalid_metrics:{quote(m.label)}", limit=1, fields=("run_id",)),
             )
         )
     except WarehouseError:  # no run lists any invalid metric: the field is unknown too
@@ -355,13 +383,14 @@ def over_time(
     m = resolve_metric(metric, direction)
     if interval is not None and interval not in INTERVALS:
         raise ConfigurationError(f"interval {interval!r} is not one of {', '.join(INTERVALS)}")
-    docs = store.search_runs(
+    docs = _search(
+        store,
         RunQuery(
             filter=filter,
             sort=(("ended_at", "asc"), ("run_id", "asc")),
             limit=None,
             fields=("run_id", "experiment", "ended_at", m.path),
-        )
+        ),
     )
     scored: list[tuple[datetime, str, dict[str, Any], float]] = []
     for doc in docs:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from warehouse.errors import StoreUnavailable
 from warehouse.stores.base import (
+    CountQuery,
     ExperimentBest,
     RankQuery,
     RunQuery,
@@ -120,6 +121,9 @@ class ReplicatingStore:
 
     def best_per_experiment(self, query: RankQuery) -> list[ExperimentBest]:
         return self.local.best_per_experiment(query)
+
+    def count_by(self, query: CountQuery) -> dict[str, int]:
+        return self.local.count_by(query)
 
     def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:
         return self.local.search_samples(query)

@@ -50,7 +50,7 @@ def _check_order(order: str, what: str) -> None:
 class RunQuery:
     """Runs matching ``filter`` (Lucene), ordered by ``sort`` (field, order) pairs."""
 
-    filter: str | None = None
+    filter: str | lucene.Node | None = None  # text as typed, or a tree views rewrote
     sort: Sequence[tuple[str, Order]] = ()
     limit: int | None = 100
     fields: Sequence[str] | None = None  # dotted paths to keep; None = the whole document
@@ -79,7 +79,7 @@ class RankQuery:
 
     metric: str
     direction: Direction
-    filter: str | None = None
+    filter: str | lucene.Node | None = None
 
     def __post_init__(self) -> None:
         if self.direction not in ("max", "min"):
@@ -92,6 +92,17 @@ class RankQuery:
     def order(self) -> Order:
         """Best first: descending for ``max``, ascending for ``min``."""
         return "desc" if self.direction == "max" else "asc"
+
+
+@dataclass(frozen=True)
+class CountQuery:
+    """How many runs matching ``filter`` hold each value of ``field`` (a keyword field)."""
+
+    field: str
+    filter: str | lucene.Node | None = None
+
+    def __post_init__(self) -> None:
+        lucene.parse(self.filter)
 
 
 @dataclass(frozen=True)
@@ -173,6 +184,11 @@ class Store(Protocol):
         best first; ties are broken by the earlier ``ended_at``, then ``run_id``. An unknown
         or non-numeric metric is a QuerySyntaxError (:func:`warehouse.lucene.check_metric`).
         """
+        ...
+
+    def count_by(self, query: CountQuery) -> dict[str, int]:
+        """``{value: runs}`` for the runs matching the filter that hold a value of the field
+        (text values as stored, numbers and booleans as their text); none for runs without."""
         ...
 
     def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:

@@ -38,6 +38,7 @@ from warehouse.models import run_version
 from warehouse.stores import elastic_bulk as bulk
 from warehouse.stores import elastic_query as eq
 from warehouse.stores.base import (
+    CountQuery,
     ExperimentBest,
     RankQuery,
     RunQuery,
@@ -355,6 +356,23 @@ class ElasticStore:
             if str(best["run_id"]) in docs
         ]
         return eq.best_first(rows, query)
+
+    def count_by(self, query: CountQuery) -> dict[str, int]:
+        """One ``terms`` aggregation over the matching runs."""
+
+        def build(columns: dict[str, str]) -> dict[str, Any]:
+            return {"size": 0, "query": eq.to_query(query.filter, columns, lucene.DEFAULT_FIELDS)}
+
+        body = self._build("runs", build)
+        if body is None or query.field not in self.columns("runs"):
+            return {}
+        body["aggs"] = {"values": {"terms": {"field": query.field, "size": MAX_EXPERIMENTS}}}
+        with self._map_errors("count runs"):
+            answer = self.client.search(index=self.names["runs"], **body).body
+        return {
+            str(b.get("key_as_string", b["key"])): int(b["doc_count"])
+            for b in answer["aggregations"]["values"]["buckets"]
+        }
 
     def _runs_by_id(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The whole documents of these runs, by id (one request)."""

@@ -80,7 +80,7 @@ def _walk(properties: Mapping[str, Any], prefix: str, out: dict[str, str]) -> No
 
 
 def to_query(
-    text: str | None, columns: Mapping[str, str], default_fields: Collection[str]
+    text: str | lucene.Node | None, columns: Mapping[str, str], default_fields: Collection[str]
 ) -> dict[str, Any]:
     """The DSL for a filter (``match_all`` for none); raises QuerySyntaxError like local."""
     node = lucene.parse(text)

@@ -136,6 +136,7 @@ def _runs_mappings() -> dict[str, Any]:
             "ended_at": {"type": "date"},
             "heartbeat_at": {"type": "date"},
             "updated_at": {"type": "date"},
+            "lost_at": {"type": "date"},
             "duration_s": {"type": "double"},
             "git": {
                 "properties": {

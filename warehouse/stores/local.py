@@ -45,6 +45,7 @@ from warehouse.files import atomic_write, write_all
 from warehouse.home import Home
 from warehouse.models import run_version
 from warehouse.stores.base import (
+    CountQuery,
     ExperimentBest,
     RankQuery,
     RunQuery,
@@ -261,6 +262,26 @@ class LocalStore:
                 )
             ]
 
+    def count_by(self, query: CountQuery) -> dict[str, int]:
+        node = lucene.parse(query.filter)
+        with self._map_errors("count runs"):
+            table = self._catalog.table()
+            if table is None or table.num_rows == 0 or query.field not in table.schema.names:
+                return {}
+            rows = self._matching(node, table)
+            column = table.column(query.field).take(rows)
+            if pa.types.is_list(column.type):
+                column = pc.list_flatten(column)
+            counts = pc.value_counts(column.drop_null())
+            return {
+                _text_of(v): int(n)
+                for v, n in zip(
+                    counts.field("values").to_pylist(),
+                    counts.field("counts").to_pylist(),
+                    strict=True,
+                )
+            }
+
     def _matching(self, node: lucene.Node, table: pa.Table) -> np.ndarray:
         if node == lucene.MATCH_ALL:
             return np.arange(table.num_rows)
@@ -408,6 +429,15 @@ def _check_id(value: Any, what: str, error: type[WarehouseError] = InvalidRecord
             "(not first), at most 200 characters"
         )
     return value
+
+
+def _text_of(value: Any) -> str:
+    """A counted value as Elasticsearch's terms aggregation keys it (``key_as_string``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def _sort_keys(query: RunQuery, kinds: dict[str, str]) -> list[tuple[str, str]]:
