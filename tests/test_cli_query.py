@@ -103,6 +103,11 @@ def test_every_view_prints_a_table_for_people(world: Path, view: str) -> None:
         assert len(lines) == count + header_and_rule + title
 
 
+NO_EVIDENCE = dict.fromkeys(
+    ("ci_low", "ci_high", "n", "vs_next_diff", "vs_next_ci_low", "vs_next_ci_high", "vs_next_p")
+)  # these runs have no per-sample results: no interval, no paired comparison
+
+
 def test_leaderboard_json_has_the_hand_checked_rows(world: Path) -> None:
     rows = json.loads(query("leaderboard", "--format", "json").stdout)
     assert rows == [
@@ -113,6 +118,7 @@ def test_leaderboard_json_has_the_hand_checked_rows(world: Path) -> None:
             "best_run_id": rid("b2"),
             "run_count": 2,
             "ended_at": "2025-01-10T10:00:00Z",
+            **NO_EVIDENCE,
         },
         {
             "rank": 2,
@@ -121,6 +127,7 @@ def test_leaderboard_json_has_the_hand_checked_rows(world: Path) -> None:
             "best_run_id": rid("a2"),
             "run_count": 3,
             "ended_at": "2025-01-03T10:00:00Z",
+            **NO_EVIDENCE,
         },
         {
             "rank": 3,
@@ -129,6 +136,7 @@ def test_leaderboard_json_has_the_hand_checked_rows(world: Path) -> None:
             "best_run_id": rid("c1"),
             "run_count": 3,
             "ended_at": "2025-01-05T10:00:00Z",
+            **NO_EVIDENCE,
         },
     ]
 
@@ -146,7 +154,10 @@ def test_leaderboard_table_aligns_scores_at_four_decimals_and_shortens_ids(world
 
 def test_leaderboard_csv_columns_in_a_stable_order(world: Path) -> None:
     header = query("leaderboard", "--format", "csv").stdout.splitlines()[0]
-    assert header == "rank,experiment,best_score,best_run_id,run_count,ended_at"
+    assert header == (
+        "rank,experiment,best_score,best_run_id,run_count,ended_at,"
+        "ci_low,ci_high,n,vs_next_diff,vs_next_ci_low,vs_next_ci_high,vs_next_p"
+    )
 
 
 def test_runs_json_prints_whole_run_records(world: Path) -> None:

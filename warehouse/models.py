@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 import uuid
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -225,6 +226,7 @@ class Run(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
 
     metrics: dict[str, dict[str, float]] = Field(default_factory=dict)
+    metrics_ci: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     invalid_metrics: list[str] = Field(default_factory=list)
     primary_metric: PrimaryMetric | None = None
     decomposition: Decomposition | None = None
@@ -266,6 +268,26 @@ class SampleResult(BaseModel):
 
 def sample_doc_id(run_id: str, split: str, sample_id: str) -> str:
     return f"{run_id}:{split}:{sample_id}"
+
+
+ACCURACY_NAMES = frozenset({"acc", "accuracy", "top1", "top1_acc", "top1_accuracy"})
+"""Metric names whose per-sample column is ``correct`` unless one of their own name exists."""
+
+
+def sample_column_for(
+    metric: str, columns: Collection[str], chosen: Mapping[str, str] | None = None
+) -> str | None:
+    """The per-sample column a run-level metric is the mean of, by the documented rule:
+    the column ``log_samples(..., metric_columns={"acc": "correct"})`` names, else the column
+    of the metric's own name, else ``correct`` for accuracy-like names (acc, accuracy, top1);
+    None when the rule finds no column."""
+    if chosen and metric in chosen:
+        return chosen[metric] if chosen[metric] in columns else None
+    if metric in columns:
+        return metric
+    if metric.lower() in ACCURACY_NAMES and "correct" in columns:
+        return "correct"
+    return None
 
 
 def run_version(doc: dict[str, Any]) -> int:

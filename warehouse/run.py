@@ -38,9 +38,11 @@ from warehouse.models import (
     RunStatus,
     decompose,
     normalise_name,
+    sample_column_for,
     utcnow,
 )
 from warehouse.objects.base import object_key
+from warehouse.query.stats import Summary
 from warehouse.query.status import lost_after
 
 if TYPE_CHECKING:
@@ -102,6 +104,11 @@ class ActiveRun:
         self._steps: StepLogger | None = None
         self._ended = False
         self._lock = threading.RLock()  # the record: the heartbeat thread saves it too
+        # per split: the summary of each numeric sample column, and the metric -> column
+        # choices given to log_samples; the intervals on the record are derived from them
+        self._columns: dict[str, dict[str, Summary]] = {}
+        self._metric_columns: dict[str, dict[str, str]] = {}
+        self._ci_cache: dict[tuple[str, str, str], dict[str, Any] | None] = {}
         self._secrets = secrets  # the config's, scrubbed from errors
         self._resumed = resumed  # started with the run id of an earlier attempt
 
@@ -165,7 +172,9 @@ class ActiveRun:
             self.record.tags = sorted(set(self.record.tags) | {str(t) for t in tags})
 
     # samples and outputs ----------------------------------------------------------------
-    def log_samples(self, split: str, rows: Any) -> int:
+    def log_samples(
+        self, split: str, rows: Any, *, metric_columns: Mapping[str, str] | None = None
+    ) -> int:
         """Record per-sample results of one split; return the number of rows written.
 
         ``rows``: a pandas DataFrame, a pyarrow Table/RecordBatch, or an iterable of mappings,
@@ -174,8 +183,15 @@ class ActiveRun:
         an optional ``output_content_type``) is stored as the sample's model output and
         replaced by its ``output_uri``. Calling it again for the same split replaces that
         split's samples.
+
+        Each of the split's metrics gets a 95 % interval from the sample column it is the mean
+        of (:func:`warehouse.models.sample_column_for`: ``metric_columns`` first, e.g.
+        ``{"acc": "correct"}``), stored on the run as ``metrics_ci.<split>.<metric>``.
         """
         split_name = normalise_name(split)
+        self._columns[split_name] = {}
+        self._metric_columns[split_name] = dict(metric_columns or {})
+        self._ci_cache = {k: v for k, v in self._ci_cache.items() if k[0] != split_name}
         with Lifecycle.current().writing():
             batches = self._sample_batches(split_name, rows)
             count = self._recorder.store.write_samples(
@@ -395,11 +411,32 @@ class ActiveRun:
     # internals --------------------------------------------------------------------------
     def _finish_metrics(self) -> None:
         rec = self.record
+        self._intervals()
         pm = rec.primary_metric
         if pm is None:
             return
         pm.value = rec.metrics.get(pm.split, {}).get(pm.metric)
         rec.decomposition = decompose(rec.metrics, pm.metric, pm.direction, self.baseline_error)
+
+    def _intervals(self) -> None:
+        """``metrics_ci``: each metric's interval from the sample column it is the mean of."""
+        for split, columns in self._columns.items():
+            found: dict[str, dict[str, Any]] = {}
+            for metric in self.record.metrics.get(split, {}):
+                column = sample_column_for(metric, columns, self._metric_columns.get(split))
+                if column is None:
+                    continue
+                key = (split, metric, column)
+                if key not in self._ci_cache:  # a bootstrap is worth computing once
+                    ci = columns[column].interval(self.run_id, split, metric)
+                    self._ci_cache[key] = None if ci is None else {**ci.as_dict(), "column": column}
+                cached = self._ci_cache[key]
+                if cached is not None:
+                    found[metric] = cached
+            if found:
+                self.record.metrics_ci[split] = found
+            else:
+                self.record.metrics_ci.pop(split, None)
 
     def _sample_batches(self, split: str, rows: Any) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -427,12 +464,26 @@ class ActiveRun:
                 names.index("sample_id"), "sample_id", batch.column("sample_id").cast(pa.string())
             )
             batch = nan_to_null(batch)
+            self._summarise(split, batch)
             if "output" in names:
                 batch = self._store_inline_outputs(split, batch)
             outputs = self._outputs.get(split)
             if outputs:
                 batch = with_output_uris(batch, outputs)
             yield batch
+
+    def _summarise(self, split: str, batch: pa.RecordBatch) -> None:
+        """Fold the batch's numeric and boolean columns into the split's summaries."""
+        import pyarrow as pa
+
+        summaries = self._columns.setdefault(split, {})
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            kind = column.type
+            numeric = pa.types.is_floating(kind) or pa.types.is_integer(kind)
+            if not numeric and not pa.types.is_boolean(kind):
+                continue
+            values = column.cast(pa.float64()).to_numpy(zero_copy_only=False)
+            summaries.setdefault(name, Summary()).add(values)
 
     def _store_inline_outputs(self, split: str, batch: pa.RecordBatch) -> pa.RecordBatch:
         import pyarrow as pa

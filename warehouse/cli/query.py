@@ -377,14 +377,14 @@ def leaderboard(
 
     _ranked_view(
         lambda store, _, name, way: views.leaderboard(
-            store, name, way, filter, _limit(limit, None)
+            store, name, way, filter, _limit(limit, None), evidence=True
         ),
         metric,
         direction,
         filter,
         fmt,
         fail_empty,
-        empty=views.LEADERBOARD_COLUMNS,
+        empty=views.LEADERBOARD_EVIDENCE_COLUMNS,
         title="best {name}",
     )
 

@@ -223,6 +223,16 @@ def best(
 BEST_COLUMNS = ("rank", "experiment", "run_id", "metric", "score", "status", "ended_at")
 BEST_PER_EXPERIMENT_COLUMNS = (*BEST_COLUMNS, "run_count")
 LEADERBOARD_COLUMNS = ("rank", "experiment", "best_score", "best_run_id", "run_count", "ended_at")
+LEADERBOARD_EVIDENCE_COLUMNS = (
+    *LEADERBOARD_COLUMNS,
+    "ci_low",
+    "ci_high",
+    "n",
+    "vs_next_diff",
+    "vs_next_ci_low",
+    "vs_next_ci_high",
+    "vs_next_p",
+)
 OVER_TIME_COLUMNS = (
     "ended_at",
     "run_id",
@@ -306,13 +316,20 @@ def leaderboard(
     direction: str | None = None,
     filter: str | None = None,
     limit: int | None = None,
+    *,
+    evidence: bool = False,
 ) -> list[dict[str, Any]]:
-    """Experiments, best first: rank, experiment, best_score, best_run_id, run_count, ended_at."""
+    """Experiments, best first: rank, experiment, best_score, best_run_id, run_count, ended_at.
+
+    With ``evidence``: also each best score's interval (``ci_low``, ``ci_high``, ``n``) and a
+    paired comparison with the next row's best run over their shared samples
+    (``vs_next_diff``, ``vs_next_ci_low``, ``vs_next_ci_high``, ``vs_next_p``):
+    :mod:`warehouse.query.evidence`."""
     m = resolve_metric(metric, direction)
     bests = _bests(store, m, filter)
     if limit:
         bests = bests[:limit]
-    return [
+    rows = [
         {
             "rank": rank,
             "experiment": b.experiment,
@@ -323,6 +340,11 @@ def leaderboard(
         }
         for rank, b in enumerate(bests, 1)
     ]
+    if not evidence:
+        return rows
+    from warehouse.query.evidence import with_evidence
+
+    return with_evidence(store, rows, [b.run for b in bests], m)
 
 
 DECOMPOSITION_KEYS = tuple(Decomposition.model_fields)

@@ -115,6 +115,8 @@ def _runs_mappings() -> dict[str, Any]:
             _dyn("params_booleans", "boolean", KEYWORD, path_match="params.*"),
             _dyn("params_strings", "string", KEYWORD, path_match="params.*"),
             _dyn("sample_counts_as_long", _NUMBERS, {"type": "long"}, path_match="sample_counts.*"),
+            _dyn("metrics_ci_n", _NUMBERS, {"type": "long"}, path_match="metrics_ci.*.n"),
+            _dyn("metrics_ci_bounds", _NUMBERS, _DOUBLE, path_match="metrics_ci.*"),
             _STRINGS_KEYWORD,
         ],
         "properties": {

@@ -1,0 +1,134 @@
+"""Diffs, the regression gate and the leaderboard's evidence, on every store, checked against
+plain Python over the same samples."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from warehouse.models import Run, RunStatus, resolve_metric
+from warehouse.query import evidence, stats
+from warehouse.stores.base import Store
+
+METRIC = resolve_metric("val.acc")
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def record(store: Store, run_id: str, experiment: str, correct: dict[str, bool], day: int) -> None:
+    acc = sum(correct.values()) / len(correct)
+    doc = Run(
+        run_id=run_id,
+        experiment=experiment,
+        status=RunStatus.COMPLETED,
+        started_at=T0 + timedelta(days=day),
+        ended_at=T0 + timedelta(days=day, hours=1),
+        metrics={"val": {"acc": acc}},
+        sample_counts={"val": len(correct)},
+    ).to_doc()
+    store.write_runs([doc])
+    ids = list(correct)
+    batch = pa.record_batch(
+        {
+            "sample_id": ids,
+            "correct": [correct[i] for i in ids],
+            "output_uri": [f"file:///out/{run_id}/{i}.png" for i in ids],
+        }
+    )
+    store.write_samples(run_id, experiment, "val", [batch])
+
+
+@pytest.fixture
+def planted(store: Store) -> tuple[dict[str, bool], dict[str, bool]]:
+    """Run b fixes 30 of run a's errors and breaks 5 of its right answers, over 1,000 samples;
+    each run also has 10 samples the other lacks."""
+    rng = np.random.default_rng(7)
+    shared = [f"s{i:04d}" for i in range(1000)]
+    a = {s: bool(rng.random() < 0.85) for s in shared}
+    b = dict(a)
+    wrong = [s for s in shared if not a[s]]
+    right = [s for s in shared if a[s]]
+    for s in wrong[:30]:
+        b[s] = True
+    for s in right[:5]:
+        b[s] = False
+    a.update({f"a-only-{i}": True for i in range(10)})
+    b.update({f"b-only-{i}": False for i in range(10)})
+    record(store, "run-a", "baseline", a, 1)
+    record(store, "run-b", "candidate", b, 2)
+    return a, b
+
+
+def test_diff_lists_exactly_the_flipped_samples(
+    store: Store, planted: tuple[dict[str, bool], dict[str, bool]]
+) -> None:
+    a, b = planted
+    got = evidence.diff(
+        store,
+        evidence.resolve_run(store, "run-a", METRIC),
+        evidence.resolve_run(store, "run-b", METRIC),
+        metric=METRIC,
+    )
+    shared = sorted(set(a) & set(b))
+    expected = {s: ("fixed" if b[s] else "broke") for s in shared if a[s] != b[s]}
+    assert {r["sample_id"]: r["change"] for r in got.rows} == expected
+    assert got.counts() == {"fixed": 30, "broke": 5, "changed": 0, "same": 965}
+    assert (got.only_a, got.only_b) == (10, 10)
+    row = next(r for r in got.rows if r["change"] == "fixed")
+    assert row["a_output_uri"] == f"file:///out/run-a/{row['sample_id']}.png"
+    assert row["b_output_uri"] == f"file:///out/run-b/{row['sample_id']}.png"
+    c = got.comparison
+    assert c is not None
+    assert (c.fixed, c.broke, c.n) == (30, 5, 1000)
+    assert c.diff == pytest.approx(25 / 1000)
+    assert c.p == pytest.approx(stats.mcnemar(30, 5))
+    assert c.significant
+    assert "fixed 30 · broke 5 · same 965" in got.summary()
+
+
+def test_the_same_run_twice_differs_in_nothing(
+    store: Store, planted: tuple[dict[str, bool], dict[str, bool]]
+) -> None:
+    run = evidence.resolve_run(store, "run-a", METRIC)
+    got = evidence.diff(store, run, run, metric=METRIC)
+    assert got.rows == []
+    assert got.comparison is not None
+    assert got.comparison.p == 1.0
+
+
+def test_best_and_best_of_an_experiment_name_runs(
+    store: Store, planted: tuple[dict[str, bool], dict[str, bool]]
+) -> None:
+    assert evidence.resolve_run(store, "best", METRIC)["run_id"] == "run-b"
+    assert evidence.resolve_run(store, "best:baseline", METRIC)["run_id"] == "run-a"
+
+
+def test_the_gate_fails_a_worse_run_and_passes_a_better_one(
+    store: Store, planted: tuple[dict[str, bool], dict[str, bool]]
+) -> None:
+    a = evidence.resolve_run(store, "run-a", METRIC)
+    b = evidence.resolve_run(store, "run-b", METRIC)
+    worse = evidence.check(store, a, b, metric=METRIC)
+    assert worse.code == 1
+    assert worse.line.startswith("worse: correct -0.025")
+    assert len(worse.broken) == 30  # the samples b got right and a does not
+    better = evidence.check(store, b, a, metric=METRIC)
+    assert better.code == 0
+    lenient = evidence.check(store, a, b, metric=METRIC, margin=0.05)
+    assert lenient.code == 0  # worse, but not by more than 5 points
+
+
+def test_the_leaderboard_carries_intervals_and_a_paired_gap(
+    store: Store, planted: tuple[dict[str, bool], dict[str, bool]]
+) -> None:
+    from warehouse.query import views
+
+    rows = views.leaderboard(store, "val.acc", evidence=True)
+    assert [r["experiment"] for r in rows] == ["candidate", "baseline"]
+    top, second = rows
+    assert top["vs_next_diff"] == pytest.approx(-25 / 1000)  # the next one is 2.5 points worse
+    assert top["vs_next_p"] == pytest.approx(stats.mcnemar(30, 5))
+    assert second["vs_next_diff"] is None  # nothing after the last row
+    assert set(evidence.LEADERBOARD_EVIDENCE) <= set(top)

@@ -1,0 +1,111 @@
+"""`warehouse query diff` and `warehouse check` as a user (or a CI job) runs them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import warehouse
+from warehouse.cli import main
+
+
+def run_main(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["warehouse", *argv])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def record(experiment: str, right: set[int], n: int = 400) -> str:
+    with warehouse.start_run(experiment) as run:
+        run.log_samples(
+            "val",
+            [
+                {"sample_id": i, "correct": i in right, "output": f"img{i}".encode()}
+                for i in range(n)
+            ],
+        )
+        run.log_metrics("val", {"acc": len(right) / n})
+    return run.run_id
+
+
+@pytest.fixture
+def runs(home: Path) -> tuple[str, str]:
+    """A baseline right on samples 0-339 and a candidate that fixes 340-379, breaks 0-4."""
+    baseline = record("baseline", set(range(340)))
+    candidate = record("candidate", set(range(5, 380)))
+    return baseline, candidate
+
+
+def test_diff_lists_fixed_and_broken_samples_with_a_summary(
+    runs: tuple[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    baseline = runs[0]
+    code, out, err = run_main(
+        ["query", "diff", baseline[:8], "best", "-f", "json"], monkeypatch, capsys
+    )
+    assert code == 0, err
+    rows = json.loads(out)
+    assert sorted(r["sample_id"] for r in rows if r["change"] == "fixed") == [
+        str(i) for i in sorted(range(340, 380), key=str)
+    ]
+    assert sorted(r["sample_id"] for r in rows if r["change"] == "broke") == [
+        "0",
+        "1",
+        "2",
+        "3",
+        "4",
+    ]
+    assert "fixed 40 · broke 5 · same 355" in err
+    assert all(r["a_output_uri"] and r["b_output_uri"] for r in rows)
+
+
+def test_diff_downloads_both_outputs_side_by_side(
+    runs: tuple[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    baseline, candidate = runs
+    out_dir = tmp_path / "flips"
+    code, _, err = run_main(
+        ["query", "diff", baseline, candidate, "--download", str(out_dir)], monkeypatch, capsys
+    )
+    assert code == 0, err
+    assert (out_dir / "a" / "0").read_bytes() == b"img0"
+    assert (out_dir / "b" / "379").read_bytes() == b"img379"
+    assert len(list((out_dir / "a").iterdir())) == 45
+
+
+def test_check_exits_1_for_a_worse_run_and_0_for_a_better_one(
+    runs: tuple[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    baseline, candidate = runs
+    code, out, _ = run_main(["check", baseline, "--against", candidate], monkeypatch, capsys)
+    assert code == 1
+    assert out.startswith("worse: correct -0.0875")
+    assert "broken: 340, 341" in out
+    code, out, _ = run_main(["check", candidate, "--against", baseline], monkeypatch, capsys)
+    assert code == 0
+    assert out.startswith("not significantly worse")
+    code, _, _ = run_main(
+        ["check", baseline, "--against", candidate, "--margin", "0.1"], monkeypatch, capsys
+    )
+    assert code == 0  # worse, but within the tolerated margin
+
+
+def test_check_exit_codes_for_usage_and_missing_runs(
+    runs: tuple[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_main(["check", "ffffffffffff"], monkeypatch, capsys)[0] == 4
+    assert run_main(["check", runs[0], "--margin", "-1"], monkeypatch, capsys)[0] == 2
+    assert run_main(["check", runs[0], "--metric", "acc"], monkeypatch, capsys)[0] == 2

@@ -1,0 +1,356 @@
+"""Evidence from per-sample results: which samples a change fixed or broke, whether a gap is
+real, and the regression gate — the same numbers on every store.
+
+Every answer here is computed from one store primitive, ``sample_batches`` (the stored rows of a
+split, a few columns at a time): two runs' columns are joined on ``sample_id`` and compared with
+:mod:`warehouse.query.stats`. Only the samples both runs have are compared; the others are
+counted.
+
+Which column holds a run-level metric's per-sample values follows one rule
+(:func:`warehouse.models.sample_column_for`), and a run that recorded intervals names the
+column it used (``metrics_ci.<split>.<metric>.column``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from warehouse.errors import ConfigurationError, NotFound
+from warehouse.models import Metric, sample_column_for
+from warehouse.query import stats
+from warehouse.stores.base import Store
+
+CHANGES = ("fixed", "broke", "changed")
+DIFF_COLUMNS = ("sample_id", "a", "b", "change", "a_output_uri", "b_output_uri")
+
+
+def resolve_run(
+    store: Store, spec: str, metric: Metric, filter: str | None = None
+) -> dict[str, Any]:
+    """A run by id or unique prefix, ``best`` (the best run by ``metric``) or
+    ``best:EXPERIMENT`` (that experiment's best run)."""
+    from warehouse.query import views
+
+    text = spec.strip()
+    if text == "best" or text.startswith("best:"):
+        experiment = text.partition(":")[2] or None
+        return views.best_run(store, metric.label, metric.direction, filter, experiment)
+    return views.get_run(store, text)
+
+
+def candidate_columns(
+    run: dict[str, Any], split: str, metric: Metric, column: str | None
+) -> list[str]:
+    """The sample columns that may hold ``metric``'s per-sample values, best first: ``column``
+    as given, else the one the run's recorded interval used, else the rule's choices (the
+    metric's own name, then ``correct`` for accuracy-like names)."""
+    if column:
+        return [column]
+    recorded = (run.get("metrics_ci") or {}).get(split, {}).get(metric.name, {})
+    found = [str(recorded["column"])] if recorded.get("column") else []
+    for name in (metric.name, "correct"):
+        if name not in found and sample_column_for(metric.name, [name]) == name:
+            found.append(name)
+    return found
+
+
+def sample_table(
+    store: Store, run_id: str, split: str, columns: Sequence[str], with_outputs: bool = False
+) -> pa.Table:
+    """``sample_id``, the candidate ``columns`` present (and ``output_uri``) of one run's split."""
+    wanted = ["sample_id", *columns, *(["output_uri"] if with_outputs else [])]
+    table = pa.Table.from_batches(list(store.sample_batches(run_id, split, wanted)))
+    if with_outputs and "output_uri" not in table.schema.names:
+        table = table.append_column("output_uri", pa.nulls(table.num_rows, pa.string()))
+    return table.combine_chunks()
+
+
+def _chosen(tables: Sequence[pa.Table], columns: Sequence[str], runs: Sequence[str]) -> str:
+    for name in columns:
+        if all(name in t.schema.names for t in tables):
+            return name
+    have = sorted({n for t in tables for n in t.schema.names} - {"sample_id", "output_uri"})
+    raise ConfigurationError(
+        f"runs {' and '.join(runs)} have no sample column {' or '.join(map(repr, columns))} in "
+        f"common; their columns: {', '.join(have) or 'none'}; choose one with --metric COLUMN"
+    )
+
+
+@dataclass
+class Pair:
+    """Two runs' values of one sample column on the samples both have."""
+
+    ids: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    only_a: int
+    only_b: int
+    a_uris: list[Any] = field(default_factory=list)
+    b_uris: list[Any] = field(default_factory=list)
+
+
+def pair(
+    store: Store,
+    run_a: str,
+    run_b: str,
+    split: str,
+    columns: Sequence[str],
+    *,
+    with_outputs: bool = False,
+) -> tuple[str, Pair]:
+    """The first of ``columns`` both runs have, and their values joined on ``sample_id``
+    (Arrow's hash join: O(samples))."""
+    left = sample_table(store, run_a, split, columns, with_outputs)
+    right = sample_table(store, run_b, split, columns, with_outputs)
+    column = _chosen((left, right), columns, (run_a, run_b))
+    keep = ["sample_id", column, *(["output_uri"] if with_outputs else [])]
+    left = left.select(keep).rename_columns(
+        ["sample_id", "a", *(["a_uri"] if with_outputs else [])]
+    )
+    right = right.select(keep).rename_columns(
+        ["sample_id", "b", *(["b_uri"] if with_outputs else [])]
+    )
+    joined = left.join(right, keys="sample_id", join_type="inner").sort_by("sample_id")
+    shared = joined.num_rows
+    return column, Pair(
+        ids=np.asarray(joined.column("sample_id").to_pylist(), dtype=object),
+        a=_floats(joined.column("a")),
+        b=_floats(joined.column("b")),
+        only_a=left.num_rows - shared,
+        only_b=right.num_rows - shared,
+        a_uris=joined.column("a_uri").to_pylist() if with_outputs else [],
+        b_uris=joined.column("b_uri").to_pylist() if with_outputs else [],
+    )
+
+
+def _floats(column: pa.ChunkedArray) -> np.ndarray:
+    values: np.ndarray = column.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    return values
+
+
+@dataclass
+class Diff:
+    """What changed between two runs, sample by sample, and whether the change is real."""
+
+    run_a: str
+    run_b: str
+    split: str
+    column: str
+    rows: list[dict[str, Any]]
+    comparison: stats.Paired | None
+    same: int
+    only_a: int
+    only_b: int
+
+    def counts(self) -> dict[str, int]:
+        found = dict.fromkeys(CHANGES, 0)
+        for row in self.rows:
+            found[row["change"]] += 1
+        return {**found, "same": self.same}
+
+    def summary(self) -> str:
+        """``fixed 12 · broke 3 · same 982 · b - a = +0.009 [+0.002, +0.016], p = 0.02``."""
+        counts = self.counts()
+        shown = [n for n in (*CHANGES, "same") if counts[n] or n != "changed"]
+        text = " · ".join(f"{name} {counts[name]}" for name in shown)
+        c = self.comparison
+        if c is not None:
+            text += (
+                f" · {self.column}: b - a = {c.diff:+.4g} [{c.low:+.4g}, {c.high:+.4g}], "
+                f"p = {c.p:.3g}{'' if c.significant else ' (not significant)'}"
+            )
+        if self.only_a or self.only_b:
+            text += f" · only in a: {self.only_a}, only in b: {self.only_b}"
+        return text
+
+
+def diff(
+    store: Store,
+    run_a: dict[str, Any],
+    run_b: dict[str, Any],
+    *,
+    split: str = "val",
+    metric: Metric,
+    column: str | None = None,
+) -> Diff:
+    """The samples whose value of the column differs between the two runs."""
+    a_id, b_id = str(run_a["run_id"]), str(run_b["run_id"])
+    candidates = candidate_columns(run_a, split, metric, column)
+    name, joined = pair(store, a_id, b_id, split, candidates, with_outputs=True)
+    both = np.isfinite(joined.a) & np.isfinite(joined.b)
+    changed = ~both | (joined.a != joined.b)
+    changed &= ~(np.isnan(joined.a) & np.isnan(joined.b))
+    binary = stats.is_binary(joined.a[both]) and stats.is_binary(joined.b[both])
+    rows = []
+    for i in np.flatnonzero(changed):
+        a, b = _value(joined.a[i]), _value(joined.b[i])
+        rows.append(
+            {
+                "sample_id": joined.ids[i],
+                "a": a,
+                "b": b,
+                "change": _change(a, b, binary),
+                "a_output_uri": joined.a_uris[i],
+                "b_output_uri": joined.b_uris[i],
+            }
+        )
+    return Diff(
+        a_id,
+        b_id,
+        split,
+        name,
+        rows,
+        stats.paired(joined.a, joined.b),
+        int(both.sum() - np.count_nonzero(changed & both)),
+        joined.only_a,
+        joined.only_b,
+    )
+
+
+def _value(x: float) -> float | None:
+    return None if not np.isfinite(x) else float(x)
+
+
+def _change(a: float | None, b: float | None, binary: bool) -> str:
+    if binary and a is not None and b is not None:
+        return "fixed" if b > a else "broke"
+    return "changed"
+
+
+@dataclass
+class Check:
+    """The regression gate's verdict: exit code, one line, and the evidence."""
+
+    code: int  # 0: not significantly worse; 1: worse
+    line: str
+    comparison: stats.Paired | None
+    broken: list[Any] = field(default_factory=list)
+
+
+def check(
+    store: Store,
+    run: dict[str, Any],
+    reference: dict[str, Any],
+    *,
+    metric: Metric,
+    split: str | None = None,
+    column: str | None = None,
+    margin: float = 0.0,
+) -> Check:
+    """Whether ``run`` is significantly worse than ``reference`` (by more than ``margin``):
+    paired on their shared samples when both have per-sample results, else by their scores
+    (and then no test is possible, which the line says)."""
+    where = split or metric.split
+    sign = 1.0 if metric.direction == "max" else -1.0
+    names = f"{run['run_id']} against {reference['run_id']}"
+    try:
+        found = diff(store, reference, run, split=where, metric=metric, column=column)
+    except (NotFound, ConfigurationError):
+        found = None
+    if found is None or found.comparison is None:
+        mine, theirs = _score(run, metric), _score(reference, metric)
+        if mine is None or theirs is None:
+            raise NotFound(
+                f"{names}: no {metric.label} on both runs and no per-sample results to compare"
+            )
+        worse = sign * (mine - theirs) < -margin
+        verdict = "worse" if worse else "not worse"
+        return Check(
+            1 if worse else 0,
+            f"{verdict}: {metric.label} {mine:.4g} vs {theirs:.4g} ({names}); no per-sample "
+            "results on both runs, so no significance test was possible",
+            None,
+        )
+    c = found.comparison
+    change = sign * c.diff  # the observed improvement (negative: worse)
+    best_case = c.high if sign > 0 else -c.low  # the most improvement the data allows
+    significant = c.p < stats.SIGNIFICANT and best_case < -margin
+    worse_rows = [r for r in found.rows if r["a"] is not None and r["b"] is not None]
+    worse_rows = [r for r in worse_rows if sign * (r["b"] - r["a"]) < 0]
+    worse_rows.sort(key=lambda r: sign * (r["b"] - r["a"]))
+    broken = [r["sample_id"] for r in worse_rows]
+    detail = (
+        f"{found.column} {change:+.4g} [{min(sign * c.low, sign * c.high):+.4g}, "
+        f"{best_case:+.4g}], p = {c.p:.3g} over {c.n} shared samples ({names}; "
+        f"margin {margin:g})"
+    )
+    if significant:
+        shown = ", ".join(map(str, broken[:10]))
+        return Check(1, f"worse: {detail}; broken: {shown}", c, broken)
+    return Check(0, f"not significantly worse: {detail}", c, broken)
+
+
+def _score(run: dict[str, Any], metric: Metric) -> float | None:
+    value = (run.get("metrics") or {}).get(metric.split, {}).get(metric.name)
+    return float(value) if isinstance(value, int | float) and np.isfinite(value) else None
+
+
+LEADERBOARD_EVIDENCE = (
+    "ci_low",
+    "ci_high",
+    "n",
+    "vs_next_diff",
+    "vs_next_ci_low",
+    "vs_next_ci_high",
+    "vs_next_p",
+)
+
+
+def with_evidence(
+    store: Store, rows: Sequence[dict[str, Any]], runs: Sequence[dict[str, Any]], metric: Metric
+) -> list[dict[str, Any]]:
+    """Leaderboard rows with each best run's interval and a paired comparison with the next
+    row's best run (``vs_next_*``: next minus this one, on their shared samples)."""
+    out = []
+    for i, (row, run) in enumerate(zip(rows, runs, strict=True)):
+        ci = (run.get("metrics_ci") or {}).get(metric.split, {}).get(metric.name) or {}
+        extra: dict[str, Any] = {
+            "ci_low": ci.get("low"),
+            "ci_high": ci.get("high"),
+            "n": ci.get("n"),
+            **dict.fromkeys(LEADERBOARD_EVIDENCE[3:]),
+        }
+        if i + 1 < len(runs):
+            compared = _compare(store, run, runs[i + 1], metric)
+            if compared is not None:
+                extra.update(
+                    vs_next_diff=compared.diff,
+                    vs_next_ci_low=compared.low,
+                    vs_next_ci_high=compared.high,
+                    vs_next_p=compared.p,
+                )
+        out.append({**row, **extra})
+    return out
+
+
+def _compare(
+    store: Store, run: dict[str, Any], other: dict[str, Any], metric: Metric
+) -> stats.Paired | None:
+    counts = (run.get("sample_counts") or {}, other.get("sample_counts") or {})
+    if not all(counts[k].get(metric.split) for k in (0, 1)):
+        return None
+    candidates = candidate_columns(run, metric.split, metric, None)
+    try:
+        _, joined = pair(store, str(run["run_id"]), str(other["run_id"]), metric.split, candidates)
+    except (NotFound, ConfigurationError):
+        return None
+    return stats.paired(joined.a, joined.b)
+
+
+__all__ = [
+    "DIFF_COLUMNS",
+    "LEADERBOARD_EVIDENCE",
+    "Check",
+    "Diff",
+    "Pair",
+    "check",
+    "diff",
+    "pair",
+    "resolve_run",
+    "with_evidence",
+]
