@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,6 +19,7 @@ from warehouse.errors import NotFound, QuerySyntaxError
 from warehouse.models import GitInfo, Run, RunStatus
 from warehouse.stores.base import (
     CountQuery,
+    GroupQuery,
     RankQuery,
     RunQuery,
     SampleQuery,
@@ -109,6 +111,22 @@ def sample_batches() -> list[pa.RecordBatch]:
 
 
 SAMPLES = [row for batch in sample_batches() for row in batch.to_pylist()]
+
+
+def grouped_rows() -> dict[str, list[dict[str, Any]]]:
+    """Two runs over the same 40 samples: labels, sizes and correctness varying by run."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for run, shift in (("g1", 0), ("g2", 3)):
+        out[run] = [
+            {
+                "sample_id": f"s{i:02d}",
+                "label": ["cat", "dog", "eel"][i % 3],
+                "size": float(i % 7),
+                "correct": (i + shift) % 4 != 0,
+            }
+            for i in range(40)
+        ]
+    return out
 
 
 def by_value(rows: list[dict[str, Any]], column: str, desc: bool) -> list[str]:
@@ -449,6 +467,48 @@ class TestStoreContract:
                 tags[tag] = tags.get(tag, 0) + 1
         assert store.count_by(CountQuery("tags")) == tags  # a list counts each element
         assert store.count_by(CountQuery("experiment", "experiment:nothing")) == {}
+
+    # grouped samples ------------------------------------------------------------------------
+    def test_group_samples_counts_what_python_counts(self, store: Store) -> None:
+        rows = grouped_rows()
+        self._write_grouped(store, rows)
+        got = store.group_samples(GroupQuery(("g1", "g2"), "val", "label", "correct"))
+        expected = []
+        for run_id in ("g1", "g2"):
+            for label in sorted({r["label"] for r in rows[run_id]}):
+                mine = [r["correct"] for r in rows[run_id] if r["label"] == label]
+                expected.append((run_id, label, len(mine), sum(mine), mine.count(False)))
+        assert [(g.run_id, g.key, g.n, g.total, g.wrong) for g in got] == expected
+
+    def test_the_most_wrong_samples_across_runs_come_first(self, store: Store) -> None:
+        rows = grouped_rows()
+        self._write_grouped(store, rows)
+        query = GroupQuery(("g1", "g2"), "val", "sample_id", "correct", per_run=False)
+        got = store.group_samples(replace(query, order="wrong", limit=3))
+        wrong: dict[str, int] = {}
+        for run_rows in rows.values():
+            for r in run_rows:
+                wrong[r["sample_id"]] = wrong.get(r["sample_id"], 0) + (not r["correct"])
+        expected = sorted(wrong, key=lambda s: (-wrong[s], s))[:3]
+        assert [(g.key, g.n, g.wrong) for g in got] == [(s, 2, wrong[s]) for s in expected]
+
+    def test_numeric_groups_can_be_binned(self, store: Store) -> None:
+        rows = grouped_rows()
+        self._write_grouped(store, rows)
+        query = GroupQuery(("g1",), "val", "size", "correct", per_run=False, bins=2)
+        low, high = got = store.group_samples(query)
+        sizes = [r["size"] for r in rows["g1"]]
+        middle = (min(sizes) + max(sizes)) / 2
+        assert low.key == (min(sizes), middle)
+        assert high.key == (middle, max(sizes))
+        assert low.n == sum(1 for s in sizes if s < middle)
+        assert high.n == sum(1 for s in sizes if s >= middle)  # the last bin is closed
+        assert len(got) == 2
+
+    def _write_grouped(self, store: Store, rows: dict[str, list[dict[str, Any]]]) -> None:
+        for run_id, run_rows in rows.items():
+            store.write_runs([run_doc(run_id, "grouped", 0.5)])
+            store.write_samples(run_id, "grouped", "val", [pa.RecordBatch.from_pylist(run_rows)])
 
     # samples --------------------------------------------------------------------------------
     def test_write_samples_returns_the_row_count(self, store: Store) -> None:

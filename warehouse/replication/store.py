@@ -23,6 +23,8 @@ from warehouse.errors import StoreUnavailable
 from warehouse.stores.base import (
     CountQuery,
     ExperimentBest,
+    Group,
+    GroupQuery,
     RankQuery,
     RunQuery,
     SampleQuery,
@@ -132,6 +134,9 @@ class ReplicatingStore:
         self, run_id: str, split: str, columns: Sequence[str] | None = None
     ) -> Iterator[pa.RecordBatch]:
         return self.local.sample_batches(run_id, split, columns)
+
+    def group_samples(self, query: GroupQuery) -> list[Group]:
+        return self.local.group_samples(query)
 
     def steps(self, query: StepRange) -> Iterator[dict[str, Any]]:
         return self.local.steps(query)

@@ -106,6 +106,76 @@ class CountQuery:
 
 
 @dataclass(frozen=True)
+class GroupQuery:
+    """Per-sample results of some runs, grouped: how many rows have a value of ``column``
+    and, for a 0/1 column, how many are 1 (true); for a numeric one, their sum.
+
+    Groups are the values of the sample column ``by`` (per run with ``per_run``), or with
+    ``bins`` that many equal-width ranges between the smallest and largest value of ``by``
+    among the rows (the last range closed). ``order="wrong"``: the groups with the most rows
+    whose ``column`` is 0/false first (then by key), at most ``limit`` of them."""
+
+    run_ids: Sequence[str]
+    split: str
+    by: str
+    column: str
+    per_run: bool = True
+    bins: int | None = None
+    order: Literal["key", "wrong"] = "key"
+    limit: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_limit(self.limit)
+        if self.bins is not None and self.bins < 1:
+            raise QuerySyntaxError(f"bins={self.bins}: give 1 or more bins, e.g. size:bins=5")
+        if not self.run_ids:
+            raise QuerySyntaxError("a grouped sample query needs at least one run")
+
+    def cuts(self, low: float, high: float) -> list[float]:
+        """The edges of the ``bins`` equal-width ranges from ``low`` to ``high``."""
+        bins = self.bins or 1
+        if high <= low:
+            return [low, high]
+        step = (high - low) / bins
+        return [low + i * step for i in range(bins)] + [high]
+
+    def arrange(self, groups: list[Group]) -> list[Group]:
+        """The order every store returns groups in (by run and key, or most wrong first),
+        cut at ``limit``."""
+
+        def key(group: Group) -> tuple[Any, ...]:
+            k = group.key
+            sortable = (0, k) if isinstance(k, float | tuple) else (1, str(k))
+            return (
+                (-group.wrong, sortable, group.run_id or "")
+                if self.order == "wrong"
+                else (
+                    group.run_id or "",
+                    sortable,
+                )
+            )
+
+        groups = sorted(groups, key=key)
+        return groups[: self.limit] if self.limit is not None else groups
+
+
+@dataclass(frozen=True)
+class Group:
+    """One group of :class:`GroupQuery`: ``n`` rows with a value, ``total`` their sum (for a
+    0/1 column: the number that are 1), ``wrong`` the number that are 0/false."""
+
+    key: Any  # the value of ``by``, or ``(low, high)`` for a bin
+    n: int
+    total: float
+    wrong: int
+    run_id: str | None = None  # with per_run
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.n if self.n else None
+
+
+@dataclass(frozen=True)
 class ExperimentBest:
     """One leaderboard row: an experiment's best run by a metric, and how many runs it has."""
 
@@ -201,6 +271,11 @@ class Store(Protocol):
         """One split's stored rows as Arrow batches, in write order (``columns``: only these,
         where present). ``NotFound`` when the run has no such split. For bulk reads: shipping,
         export, per-sample statistics."""
+        ...
+
+    def group_samples(self, query: GroupQuery) -> list[Group]:
+        """Grouped counts over the samples of several runs (slices, the hardest samples):
+        an aggregation, never a read of every row through the client."""
         ...
 
     def steps(self, query: StepRange) -> Iterator[dict[str, Any]]:

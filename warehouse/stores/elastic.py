@@ -36,10 +36,13 @@ from warehouse.errors import (
 )
 from warehouse.models import run_version
 from warehouse.stores import elastic_bulk as bulk
+from warehouse.stores import elastic_groups as eg
 from warehouse.stores import elastic_query as eq
 from warehouse.stores.base import (
     CountQuery,
     ExperimentBest,
+    Group,
+    GroupQuery,
     RankQuery,
     RunQuery,
     SampleQuery,
@@ -437,6 +440,30 @@ class ElasticStore:
             )
         hits = self._hits("samples", body, None, 0)
         return bulk.batches_of(hit["_source"] for hit in hits)
+
+    def group_samples(self, query: GroupQuery) -> list[Group]:
+        """Grouped sample counts: one aggregation (two with bins: their range first)."""
+        columns = self.columns("samples")
+        if query.by not in columns or query.column not in columns:
+            return []
+        cuts: list[float] = []
+        with self._map_errors("group samples"):
+            if query.bins is not None:
+                span = self.client.search(index=self.names["samples"], **eg.range_body(query))
+                lo, hi = (span.body["aggregations"][k]["value"] for k in ("lo", "hi"))
+                if lo is None or hi is None:
+                    return []
+                cuts = query.cuts(float(lo), float(hi))
+            keys = None
+            if query.order == "wrong" and not query.per_run and query.bins is None:
+                first = eg.most_wrong_body(query, columns[query.column])
+                found = self.client.search(index=self.names["samples"], **first).body
+                keys = eg.candidates(found)
+                if not keys:  # nothing is ever wrong: the first groups by key
+                    keys = None
+            request = eg.body(query, columns[query.column], cuts, keys)
+            answer = self.client.search(index=self.names["samples"], **request).body
+        return eg.groups(answer, query, cuts)
 
     def steps(self, query: StepRange) -> Iterator[dict[str, Any]]:
         """A run's steps in ``seq`` order, after ``after_seq``, at most ``limit``."""

@@ -47,6 +47,8 @@ from warehouse.models import run_version
 from warehouse.stores.base import (
     CountQuery,
     ExperimentBest,
+    Group,
+    GroupQuery,
     RankQuery,
     RunQuery,
     SampleQuery,
@@ -370,6 +372,13 @@ class LocalStore:
             wanted = None if columns is None else [c for c in columns if c in source.schema.names]
             batches = source.iter_batches(batch_size=_SAMPLE_BATCH_ROWS, columns=wanted)
         return self._guard(f"read samples from {path}", batches)
+
+    def group_samples(self, query: GroupQuery) -> list[Group]:
+        from warehouse.stores.local_groups import group_samples
+
+        files = {r: self.home.sample_file(r, query.split) for r in query.run_ids}
+        with self._map_errors(f"group samples of {len(files)} run(s)"):
+            return group_samples(files, query)
 
     def last_seq(self, run_id: str) -> int:
         """The highest step ``seq`` stored for ``run_id`` (-1 when it has none)."""
