@@ -62,8 +62,9 @@ def compare(name: str, command: list[str], rounds: int) -> None:
             watched.append(timed(watch, env))
     load_after = os.getloadavg()
     b, w = statistics.median(bare), statistics.median(watched)
+    added = w - b
     print(
-        f"{name:6} bare {b:7.3f} s  watched {w:7.3f} s  +{w - b:6.3f} s ({100 * (w - b) / b:5.1f} %)"
+        f"{name:6} bare {b:7.3f} s  watched {w:7.3f} s  +{added:6.3f} s ({100 * added / b:5.1f} %)"
         f"  load {load_before[0]:.2f} -> {load_after[0]:.2f}  ({rounds} rounds, medians)"
     )
 
