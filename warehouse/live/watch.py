@@ -2,11 +2,12 @@
 
 The command runs as a child process. Its stdout and stderr are read as raw bytes (``os.read``
 on the pipes, one thread each) and written to ours at once, byte for byte — ``\\r`` progress
-bars included. Lines that may hold metrics (:mod:`warehouse.live.parsers`) are parsed;
-metric events become steps (:class:`StepAssembler`) logged through the run's step logger,
-which also samples the machine. The run is recorded through the recorder: config
-``{"command": argv, "cwd": ...}``, git of the cwd, final metrics = the last value seen of
-each metric (``val_*`` → split ``val``, ``test_*`` → ``test``, others → ``train``), status
+bars included. A parser thread reads each stream on its own
+(:class:`warehouse.live.parsers.OutputReader`); the points it finds are logged as steps
+through the run's step logger, which also samples the machine. The run is recorded through
+the recorder: config ``{"command": recorded_command(argv), "cwd": ...}``, git of the cwd,
+final metrics = the last value seen of each metric (``val_*``/``eval_*`` → split ``val``,
+``test_*`` → ``test``, others → ``train``), status
 ``completed`` on exit 0, ``failed`` otherwise, ``interrupted`` when it ended after a signal we
 forwarded. We exit with the child's code (killed by signal N → 128 + N).
 
