@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 
-from warehouse.live.parsers import MetricEvent
 from warehouse.live.step_docs import is_tick
-from warehouse.live.watch import StepAssembler, default_experiment, exit_code
+from warehouse.live.watch import default_experiment, exit_code, recorded_command
 from warehouse.stores.base import RunQuery, StepRange
 from warehouse.stores.local import LocalStore
 
@@ -57,8 +56,8 @@ REPLAY = """
     import os, sys
     from pathlib import Path
     fixtures = Path(sys.argv[1])
-    os.write(1, (fixtures / "keras3_verbose1.stdout").read_bytes())
-    os.write(2, (fixtures / "tqdm_postfix.stderr").read_bytes())
+    os.write(1, (fixtures / "keras3_verbose1__pipe.stdout").read_bytes())
+    os.write(2, (fixtures / "tqdm_flat__pipe.stderr").read_bytes())
     os.write(1, b"no newline at the end")
     sys.exit(int(sys.argv[2]))
 """
@@ -69,10 +68,9 @@ def test_a_failing_child_exits_with_its_code_and_the_run_is_failed(
 ) -> None:
     out = watch(tmp_path, REPLAY, str(FIXTURES), "3")
     assert out.returncode == 3
-    assert (
-        out.stdout == (FIXTURES / "keras3_verbose1.stdout").read_bytes() + b"no newline at the end"
-    )
-    assert out.stderr.startswith((FIXTURES / "tqdm_postfix.stderr").read_bytes())
+    keras = (FIXTURES / "keras3_verbose1__pipe.stdout").read_bytes()
+    assert out.stdout == keras + b"no newline at the end"
+    assert out.stderr.startswith((FIXTURES / "tqdm_flat__pipe.stderr").read_bytes())
     run, steps = the_run(home)
     assert run["status"] == "failed"
     assert run["error"]["message"] == "the command exited with status 3"
@@ -82,11 +80,11 @@ def test_a_failing_child_exits_with_its_code_and_the_run_is_failed(
         "cwd": str(tmp_path),
     }
     # last values seen: Keras' final epoch (stdout) and tqdm's last postfix (stderr)
-    assert run["metrics"]["val"] == {"accuracy": 0.5806, "loss": 1.8125}
-    assert run["metrics"]["train"]["accuracy"] == 0.5386
+    assert run["metrics"]["val"]["accuracy"] == 0.6562
+    assert run["metrics"]["train"]["accuracy"] == 0.7188
     assert run["metrics"]["train"]["acc"] == 0.928
     assert run["primary_metric"]["name"] == "val.accuracy"  # acc -> accuracy alias for Keras 3
-    assert run["primary_metric"]["value"] == 0.5806
+    assert run["primary_metric"]["value"] == 0.6562
     assert len([s for s in steps if not is_tick(s)]) > 20
 
 
@@ -244,38 +242,26 @@ def test_the_default_experiment_is_the_script_name(argv: list[str], name: str) -
     assert default_experiment(argv) == name
 
 
-def test_the_assembler_merges_events_of_one_step_and_splits_final_metrics() -> None:
-    asm = StepAssembler()
-    out = asm.feed(MetricEvent({"loss": 0.5}, step=1))
-    out += asm.feed(MetricEvent({"val_loss": 0.6}, step=1))
-    out += asm.feed(MetricEvent({"loss": 0.4}, step=2))
-    out += asm.feed(MetricEvent({"test_acc": 0.8, "val_": 1.0}, step=2))
-    out += asm.flush()
-    assert out == [
-        (1, None, {"loss": 0.5, "val_loss": 0.6}),
-        (2, None, {"loss": 0.4, "test_acc": 0.8, "val_": 1.0}),
+def test_the_recorded_command_is_the_argv_in_one_place() -> None:
+    assert recorded_command(("python", "train.py", "--lr", "3")) == [
+        "python",
+        "train.py",
+        "--lr",
+        "3",
     ]
-    assert asm.final_metrics() == {
-        "train": {"loss": 0.4, "val_": 1.0},
-        "val": {"loss": 0.6},
-        "test": {"acc": 0.8},
-    }
 
 
-def test_the_assembler_flushes_a_step_left_idle() -> None:
-    asm = StepAssembler()
-    assert asm.feed(MetricEvent({"loss": 0.5}, step=1), now=10.0) == []
-    assert asm.flush_idle(11.0) == []
-    assert asm.flush_idle(12.5) == [(1, None, {"loss": 0.5})]
-
-
-def test_a_new_tqdm_bar_continues_the_global_step() -> None:
-    asm = StepAssembler()
-    steps = []
-    for n in (1, 2, 3, 1, 2):
-        steps += asm.feed(MetricEvent({"loss": 1.0}, "tqdm", counter=n, total=3))
-    steps += asm.flush()
-    assert [s[0] for s in steps] == [1, 2, 3, 4, 5]
+def test_a_run_with_nothing_parseable_says_which_formats_watch_reads(
+    tmp_path: Path, home: Path
+) -> None:
+    out = watch(tmp_path, 'print("hello")\n')
+    assert out.returncode == 0
+    assert out.stdout == b"hello\n"
+    [line] = [text for text in out.stderr.decode().splitlines() if "no metrics" in text]
+    assert "JSON metric lines" in line
+    assert "transformers" in line
+    run, _ = the_run(home)
+    assert run["status"] == "completed"
 
 
 def test_the_watch_command_is_registered_with_its_options() -> None:

@@ -39,10 +39,11 @@ def watch(
 ) -> None:
     """Run COMMAND, pass its output through unchanged, and record it as a run.
 
-    Metrics come from its output: FloydHub JSON lines ({"metric": "loss", "value": 0.3,
-    "step": 10}), Keras 2/3 progress and epoch lines, tqdm postfixes (loss=0.12). The
-    machine is sampled while it runs; the run's final metrics are the last values seen
-    (val_* go to split val).
+    Metrics come from its output: JSON metric lines ({"metric": "loss", "value": 0.3,
+    "step": 10}), Keras 2/3 progress and epoch lines, tqdm postfixes (loss=0.12),
+    Lightning's tqdm and Rich bars, the transformers Trainer's log dicts. The machine is
+    sampled while it runs; the run's final metrics are the last values seen (val_* and
+    eval_* go to split val).
 
     Example: warehouse watch --experiment mnist -- python train.py --epochs 3
     """

@@ -2,11 +2,12 @@
 
 The command runs as a child process. Its stdout and stderr are read as raw bytes (``os.read``
 on the pipes, one thread each) and written to ours at once, byte for byte — ``\\r`` progress
-bars included. Lines that may hold metrics (:mod:`warehouse.live.parsers`) are parsed;
-metric events become steps (:class:`StepAssembler`) logged through the run's step logger,
-which also samples the machine. The run is recorded through the recorder: config
-``{"command": argv, "cwd": ...}``, git of the cwd, final metrics = the last value seen of
-each metric (``val_*`` → split ``val``, ``test_*`` → ``test``, others → ``train``), status
+bars included. A parser thread reads each stream on its own
+(:class:`warehouse.live.parsers.OutputReader`); the points it finds are logged as steps
+through the run's step logger, which also samples the machine. The run is recorded through
+the recorder: config ``{"command": recorded_command(argv), "cwd": ...}``, git of the cwd,
+final metrics = the last value seen of each metric (``val_*``/``eval_*`` → split ``val``,
+``test_*`` → ``test``, others → ``train``), status
 ``completed`` on exit 0, ``failed`` otherwise, ``interrupted`` when it ended after a signal we
 forwarded. We exit with the child's code (killed by signal N → 128 + N).
 
@@ -31,12 +32,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from warehouse.live.parsers import LineSplitter, MetricEvent, parse_line
+from warehouse.live.parsers import FORMATS, OutputReader, Point, split_metrics
 
 if TYPE_CHECKING:
     from warehouse.run import ActiveRun
@@ -52,116 +52,11 @@ PIPE_BYTES = 1 << 20  # a roomy pipe: the child rarely waits for us
 NICE = 10
 SWITCH_INTERVAL_S = 0.0005  # hand the GIL back to the pass-through threads quickly
 
-Step = tuple[int, int | None, dict[str, float]]
+Step = Point
 
 
 class CommandFailed(Exception):
     """The watched command exited with a non-zero status or was killed (the run's error)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# events -> steps (pure)
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class StepAssembler:
-    """Turns metric events into steps ``(step, epoch, metrics)``; remembers the last values.
-
-    Step numbers: a JSON line's ``step`` as given; a progress bar's counter plus the size of
-    the bars before it (Keras restarts its batch counter every epoch, tqdm every bar), so the
-    series is global; a JSON ``epoch``-only line attaches to the last step seen (or is its own
-    step, numbered by the epoch, when no line gave steps). Events of the same step merge
-    until another step starts, the stream ends, or ``IDLE_FLUSH_S`` pass.
-    """
-
-    epoch: int | None = None
-    offset: int = 0
-    last_counter: int | None = None
-    last_total: int | None = None
-    last_step: int | None = None
-    auto_step: int = 0
-    pending_step: int | None = None
-    pending_epoch: int | None = None
-    pending_metrics: dict[str, float] = field(default_factory=dict)
-    pending_at: float = 0.0
-    latest: dict[str, float] = field(default_factory=dict)
-
-    def feed(self, event: MetricEvent, now: float = 0.0) -> list[Step]:
-        """Steps completed by this event (usually none or one)."""
-        if event.is_epoch_header:
-            self.epoch = event.epoch
-            self._new_bar()
-            return []
-        if not event.metrics:
-            return []
-        self.latest.update(event.metrics)
-        epoch = self.epoch
-        if event.step is not None:
-            step = event.step
-            epoch = event.epoch if event.epoch is not None else epoch
-        elif event.counter is not None:
-            restarted = self.last_counter is not None and event.counter < self.last_counter
-            # Keras may print batch counters slightly out of order within a bar; a new bar
-            # shows as a smaller counter with another total (or any smaller tqdm counter)
-            if restarted and (event.source == "tqdm" or event.total != self.last_total):
-                self._new_bar()
-            self.last_counter, self.last_total = event.counter, event.total
-            step = self.offset + event.counter
-        elif event.epoch is not None:
-            epoch = event.epoch
-            step = self.last_step if self.last_step is not None else event.epoch
-        else:  # an epoch summary with no counter (Keras 2.0 verbose=2)
-            if self.epoch is not None:
-                step = self.epoch
-            else:
-                self.auto_step += 1
-                step = self.auto_step
-        out: list[Step] = []
-        if self.pending_step is not None and self.pending_step != step:
-            out.append(self._take())
-        if self.pending_step is None:
-            self.pending_step, self.pending_epoch = step, epoch
-        elif epoch is not None:
-            self.pending_epoch = epoch
-        self.pending_metrics.update(event.metrics)
-        self.pending_at = now
-        self.last_step = step
-        return out
-
-    def flush_idle(self, now: float, idle_s: float = IDLE_FLUSH_S) -> list[Step]:
-        """The pending step, if nothing was added to it for ``idle_s`` seconds."""
-        if self.pending_step is not None and now - self.pending_at >= idle_s:
-            return [self._take()]
-        return []
-
-    def flush(self) -> list[Step]:
-        """The pending step, if any (at the end of the stream)."""
-        return [self._take()] if self.pending_step is not None else []
-
-    def final_metrics(self) -> dict[str, dict[str, float]]:
-        """The last value of every metric, by split: ``val_*`` → val, ``test_*`` → test."""
-        out: dict[str, dict[str, float]] = {}
-        for name, value in self.latest.items():
-            split, metric = "train", name
-            for prefix, target in (("val_", "val"), ("test_", "test")):
-                if name.startswith(prefix) and len(name) > len(prefix):
-                    split, metric = target, name[len(prefix) :]
-                    break
-            out.setdefault(split, {})[metric] = value
-        return out
-
-    def _new_bar(self) -> None:
-        if self.last_counter is not None:
-            done = self.last_counter
-            if self.last_total and self.last_counter <= self.last_total:
-                done = self.last_total
-            self.offset += done
-        self.last_counter = self.last_total = None
-
-    def _take(self) -> Step:
-        assert self.pending_step is not None
-        step = (self.pending_step, self.pending_epoch, self.pending_metrics)
-        self.pending_step, self.pending_epoch, self.pending_metrics = None, None, {}
-        return step
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,9 +81,9 @@ class Watcher:
     def __init__(self, argv: Sequence[str], *, cwd: Path | None = None) -> None:
         self.argv = list(argv)
         self.cwd = cwd or Path.cwd()
-        self.assembler = StepAssembler()
+        self.readers = [OutputReader(), OutputReader()]  # stdout, stderr: each read on its own
+        self._last_read = [0.0, 0.0]
         self.steps_seen = 0
-        self.lines_parsed = 0
         self._lock = threading.Lock()
         self._log_step: Callable[[Step], None] | None = None
         self._early: list[Step] = []
@@ -253,35 +148,37 @@ class Watcher:
         chunks.put((index, None))
 
     def _parse_loop(self, streams: int) -> None:
-        splitters = [LineSplitter(candidates_only=True) for _ in range(streams)]
         open_streams = streams
         while open_streams:
             index, data = self._chunks.get()
             try:
-                if data is None:
-                    open_streams -= 1
-                    lines = splitters[index].close()
-                else:
-                    lines = splitters[index].feed(data)
-                if lines:
-                    self._parse(lines)
+                with self._lock:
+                    reader = self.readers[index]
+                    if data is None:
+                        open_streams -= 1
+                        points = reader.close()
+                    else:
+                        points = reader.feed(data)
+                        self._last_read[index] = time.monotonic()
+                    for point in points:
+                        self._emit(point)
             except Exception:  # a parser bug must not stop the pass-through or the run
                 log.exception("warehouse watch: parsing the command's output failed")
 
-    def _parse(self, lines: list[str]) -> None:
-        events = []
-        for line in lines:
-            event = parse_line(line)
-            if event is not None:
-                events.append(event)
-        if not events:
-            return
-        now = time.monotonic()
+    def flush_idle(self, now: float) -> None:
+        """Send the step being assembled of a stream that printed nothing for a while."""
         with self._lock:
-            self.lines_parsed += len(events)
-            for event in events:
-                for step in self.assembler.feed(event, now):
-                    self._emit(step)
+            for index, reader in enumerate(self.readers):
+                if now - self._last_read[index] >= IDLE_FLUSH_S:
+                    for point in reader.assembler.flush():
+                        self._emit(point)
+
+    def final_metrics(self) -> dict[str, dict[str, float]]:
+        """The last value of every metric seen, by split (``val_*`` → val, ``test_*`` → test)."""
+        latest: dict[str, float] = {}
+        for reader in self.readers:
+            latest.update(reader.assembler.latest)
+        return split_metrics(latest)
 
     def _emit(self, step: Step) -> None:  # under self._lock
         self.steps_seen += 1
@@ -306,9 +203,7 @@ class Watcher:
                 code = self._proc.wait(timeout=0.5)
                 break
             except subprocess.TimeoutExpired:
-                with self._lock:
-                    for step in self.assembler.flush_idle(time.monotonic()):
-                        self._emit(step)
+                self.flush_idle(time.monotonic())
         # a grandchild may keep the pipes open after the child exits: don't wait for it
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         for thread in self._readers:
@@ -316,8 +211,9 @@ class Watcher:
         if self._parser is not None and not any(t.is_alive() for t in self._readers):
             self._parser.join()  # every byte read is parsed (a backlog of seconds at most)
         with self._lock:
-            for step in self.assembler.flush():
-                self._emit(step)
+            for reader in self.readers:
+                for point in reader.assembler.flush():
+                    self._emit(point)
         return code
 
     def forward(self, signum: int) -> None:
@@ -366,6 +262,11 @@ def describe(status: int) -> str:
             name = f"signal {-status}"
         return f"the command was killed by {name} (exit {exit_code(status)})"
     return f"the command exited with status {status}"
+
+
+def recorded_command(argv: Sequence[str]) -> list[str]:
+    """The command as the run records it (the one place to redact secret-looking arguments)."""
+    return list(argv)
 
 
 def default_experiment(argv: Sequence[str]) -> str:
@@ -458,7 +359,7 @@ def _open_run(
         name = experiment or settings.experiment or default_experiment(argv)
         return start_run(
             experiment=name,
-            config={"command": list(argv), "cwd": str(cwd)},
+            config={"command": recorded_command(argv), "cwd": str(cwd)},
             settings=settings,
             cwd=cwd,
             steps=StepOptions(total_steps=total_steps),
@@ -486,7 +387,10 @@ def _close_run(
     from warehouse.models import PrimaryMetric, RunStatus
 
     try:
-        for split, metrics in watcher.assembler.final_metrics().items():
+        final = watcher.final_metrics()
+        if not final and watcher.steps_seen == 0:
+            log.warning("warehouse watch: no metrics found in the output; it reads %s", FORMATS)
+        for split, metrics in final.items():
             run.log_metrics(split, metrics)
         if primary_metric is None:
             _pick_primary_alias(run, PrimaryMetric)
@@ -543,4 +447,11 @@ def _forward_signals(watcher: Watcher) -> Callable[[], None]:
     return restore
 
 
-__all__ = ["CommandFailed", "StepAssembler", "Watcher", "default_experiment", "exit_code", "watch"]
+__all__ = [
+    "CommandFailed",
+    "Watcher",
+    "default_experiment",
+    "exit_code",
+    "recorded_command",
+    "watch",
+]

@@ -1,0 +1,114 @@
+"""Progress bars over time: which values on a redrawn bar are new, and at which step.
+
+A bar is redrawn many times and keeps showing values that were set long ago: Lightning's
+bar shows the previous epoch's ``val_*`` at every step of the next epoch; a bar that moves
+on draws the old postfix before the new one is set; a bar's last frame repeats the last
+values. So:
+
+- a frame whose values are all unchanged is a redraw of old values (the bar moved on, or
+  closed): it gives no point;
+- a metric first shown at the end of a bar (counter = total) or at the start of one (counter
+  0, a bar reset showing what the last one had) is an epoch-level metric, recorded only when
+  its printed value changes, until it changes in the middle of a bar (then it is per step);
+- the other metrics are per step: each frame that shows new values records them all (a value
+  may repeat from one step to the next).
+
+Lightning's Rich bar is drawn by a timer thread, sometimes after the counter moved but
+before the step's values were set, so its per-step values are taken only from a redraw at the
+same counter that shows new values; its epoch-level values are certain.
+
+A bar's position is its counter plus the counts of the bars of the same kind before it (bars
+restart every epoch), so the series is global. With several bars carrying metrics (nested
+bars), the fastest one (the largest position) is the clock: the others' values are recorded
+at its current step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from warehouse.live.parsers.reading import Reading
+
+# Families whose bar may be drawn between the counter's update and the metrics' update
+# (Lightning's Rich bar renders on a timer thread): a frame's per-step values may belong to the
+# step before. Only a redraw at the same counter with new values is certain.
+LAGGING = frozenset({"rich"})
+
+
+@dataclass
+class _Bar:
+    offset: int = 0
+    counter: int | None = None
+    total: int | None = None
+    restart: bool = False  # a new epoch began (Keras header): the next frame starts a bar
+    shown: dict[str, str] = field(default_factory=dict)  # last text shown, per metric
+    per_step: dict[str, bool] = field(default_factory=dict)
+    recorded: dict[str, str] = field(default_factory=dict)  # last text recorded, per metric
+
+    @property
+    def position(self) -> int:
+        return self.offset + (self.counter or 0)
+
+
+class Bars:
+    """Bar frames in; the step and the new metrics of each frame out."""
+
+    def __init__(self) -> None:
+        self._bars: dict[str, _Bar] = {}
+        self._clock: _Bar | None = None
+
+    def new_epoch(self, prefix: str) -> None:
+        """An epoch header was printed: bars named ``prefix...`` start again at their next frame."""
+        for name, bar in self._bars.items():
+            if name.startswith(prefix):
+                bar.restart = True
+
+    def read(self, reading: Reading) -> tuple[int, dict[str, float]] | None:
+        """The step of this frame and the metrics it records, or None for a redraw."""
+        bar = self._bars.get(reading.bar or "")
+        if bar is None:
+            bar = self._bars[reading.bar or ""] = _Bar()
+            if reading.family in LAGGING and reading.epoch is not None and reading.total:
+                bar.offset = reading.epoch * reading.total  # "Epoch 2/2" seen alone (a pipe)
+        counter = reading.counter
+        if (
+            counter is not None
+            and bar.counter is not None
+            and (bar.restart or counter < bar.counter)
+        ):
+            done = bar.counter
+            if bar.total is not None and bar.counter <= bar.total:
+                done = bar.total
+            bar.offset += done
+        bar.restart = False
+        same_counter = counter == bar.counter
+        unchanged = all(bar.shown.get(name) == text for name, text in reading.texts.items())
+        bar.shown.update(reading.texts)
+        bar.counter, bar.total = counter, reading.total
+        lagging = reading.family in LAGGING
+        if not reading.metrics or unchanged or (lagging and bar.position == 0):
+            return None  # a redraw; or, before a step ran, Lightning's sanity check values
+        inside = (
+            counter is not None
+            and counter > 0
+            and (reading.total is None or counter < reading.total)
+        )
+        new: dict[str, float] = {}
+        for name, value in reading.metrics.items():
+            text = reading.texts.get(name, repr(value))
+            per_step = bar.per_step.setdefault(name, inside or counter is None)
+            changed = bar.recorded.get(name) != text
+            if changed and inside and not per_step:
+                bar.per_step[name] = per_step = True
+            if per_step and lagging and not same_counter:
+                continue  # drawn before or after this step's values were set: unknown
+            if per_step or changed:
+                new[name] = value
+                bar.recorded[name] = text
+        clock = self._clock
+        if clock is None or clock is bar or bar.position > clock.position:
+            self._clock = clock = bar
+        return clock.position, new
+
+
+__all__ = ["Bars"]

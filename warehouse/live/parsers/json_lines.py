@@ -1,0 +1,73 @@
+"""JSON metric lines (FloydHub style), one object per line.
+
+- one metric per line: ``{"metric": "loss", "value": 0.3, "step": 10}``, or ``"epoch": 2``
+  instead of ``"step"``; with neither it is a final metric of the run
+  (``{"metric": "final_accuracy", "value": 0.81}``);
+- one object per step: ``{"step": 10, "loss": 0.3, "acc": 0.9}`` (or ``"epoch"``); an object
+  with no position is an ordinary JSON log line, not metrics.
+
+Values may be numbers or numeric strings; NaN/Infinity come through as floats.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from warehouse.live.parsers.frames import Frame
+from warehouse.live.parsers.reading import Reading, number, whole
+
+_loads = json.JSONDecoder().decode
+
+
+def _value(raw: Any) -> float | None:
+    if isinstance(raw, bool) or raw is None:
+        return None
+    if isinstance(raw, int | float):
+        return float(raw)
+    return number(raw) if isinstance(raw, str) else None
+
+
+class JsonLines:
+    """A frame holding one JSON object of metrics."""
+
+    family = "json"
+
+    def parse(self, frame: Frame) -> list[Reading] | None:
+        reading = self._read(frame)
+        return None if reading is None else [reading]
+
+    def _read(self, frame: Frame) -> Reading | None:
+        text = frame.text.strip()
+        if not text.startswith("{") or not text.endswith("}") or '"' not in text:
+            return None
+        try:
+            obj = _loads(text)
+        except (ValueError, RecursionError):
+            return None
+        if type(obj) is not dict:
+            return None
+        step, epoch = whole(obj.get("step")), whole(obj.get("epoch"))
+        name = obj.get("metric")
+        if name is not None and "value" in obj:
+            value = _value(obj["value"])
+            if not isinstance(name, str) or not name.strip() or value is None:
+                return None
+            final = step is None and epoch is None
+            return Reading(self.family, {name.strip(): value}, step, epoch, final=final)
+        if step is None and epoch is None:
+            return None
+        metrics: dict[str, float] = {}
+        for key, raw in obj.items():
+            if key in ("step", "epoch") or isinstance(raw, str):
+                continue
+            value = _value(raw)
+            if value is not None:
+                metrics[key] = value
+        return Reading(self.family, metrics, step, epoch) if metrics else None
+
+    def close(self) -> list[Reading]:
+        return []
+
+
+__all__ = ["JsonLines"]

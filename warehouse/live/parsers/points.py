@@ -1,0 +1,118 @@
+"""Readings in, points out: ``(step, epoch, metrics)`` rows, and the run's last values.
+
+Each family's position (see the README's table):
+
+- JSON lines: the ``step`` printed; a line with only ``epoch`` attaches to the last step
+  seen, or, when no line gave steps, is the step numbered by its epoch; a metric line with
+  neither is a final metric of the run (no point).
+- Keras: batches counted over the epochs (the counter plus the batches of earlier epochs),
+  epoch as in ``Epoch 3/10`` (from 1).
+- tqdm and Rich bars (Lightning's among them): the bar's counter plus the counts of earlier
+  bars of the same kind; the epoch is the number in a label such as ``Epoch 0`` or
+  ``Epoch 0/2``, as printed (Lightning counts from 0).
+- transformers: the k-th log line is step k; its fractional epoch is the metric ``epoch``.
+
+Readings of the same step merge into one point, emitted when another step begins, when the
+stream ends, or by :meth:`Assembler.flush` (the watcher's idle flush; values of that step
+read later form another point of the same step). Nothing here depends on timing.
+"""
+
+from __future__ import annotations
+
+from warehouse.live.parsers.bars import Bars
+from warehouse.live.parsers.reading import Reading
+
+Point = tuple[int, int | None, dict[str, float]]
+SPLITS = (("val_", "val"), ("eval_", "val"), ("test_", "test"))
+
+
+class Assembler:
+    """Turns one stream's readings into points; remembers the last value of each metric."""
+
+    def __init__(self) -> None:
+        self.latest: dict[str, float] = {}
+        self._bars = Bars()
+        self._epoch: int | None = None  # from Keras' "Epoch k/n"
+        self._last_step: int | None = None  # of a point whose step the text gave
+        self._pending: Point | None = None
+
+    def feed(self, reading: Reading) -> list[Point]:
+        """Points completed by this reading (usually none or one)."""
+        if reading.header:
+            self._epoch = reading.epoch
+            self._bars.new_epoch("keras")
+            return []
+        if reading.final:
+            self.latest.update(reading.metrics)
+            return []
+        metrics = reading.metrics
+        epoch = reading.epoch
+        if reading.family == "keras":
+            epoch = self._epoch
+            if reading.counter is None:  # Keras 2.0 verbose=2: the epoch line alone
+                step = self._epoch if self._epoch is not None else (self._last_step or 0) + 1
+            else:
+                read = self._bars.read(reading)
+                if read is None:
+                    return []
+                step, metrics = read
+        elif reading.bar is not None:
+            self.latest.update(metrics)  # the last drawing holds the last values, step or not
+            read = self._bars.read(reading)
+            if read is None:
+                return []
+            step, metrics = read
+        elif reading.step is not None:
+            step = reading.step
+        elif reading.epoch is not None:  # a JSON line with an epoch alone
+            step = self._last_step if self._last_step is not None else reading.epoch
+            if not metrics:
+                return []
+            self.latest.update(metrics)
+            return self._add(step, epoch, metrics)
+        else:
+            return []
+        if not metrics:
+            return []
+        self.latest.update(metrics)
+        self._last_step = step
+        return self._add(step, epoch, metrics)
+
+    def flush(self) -> list[Point]:
+        """The point being assembled, if any."""
+        point, self._pending = self._pending, None
+        return [point] if point is not None else []
+
+    def final_metrics(self) -> dict[str, dict[str, float]]:
+        """The last value of every metric, by split: ``val_*``/``eval_*`` → val, ``test_*``."""
+        return split_metrics(self.latest)
+
+    def _add(self, step: int, epoch: int | None, metrics: dict[str, float]) -> list[Point]:
+        out: list[Point] = []
+        pending = self._pending
+        if pending is not None and pending[0] != step:
+            out.append(pending)
+            pending = None
+        if pending is None:
+            self._pending = (step, epoch, dict(metrics))
+        else:
+            pending[2].update(metrics)
+            if pending[1] is None and epoch is not None:
+                self._pending = (step, epoch, pending[2])
+        return out
+
+
+def split_metrics(latest: dict[str, float]) -> dict[str, dict[str, float]]:
+    """Metrics by split: ``val_*`` and ``eval_*`` → val, ``test_*`` → test, others → train."""
+    out: dict[str, dict[str, float]] = {}
+    for name, value in latest.items():
+        split, metric = "train", name
+        for prefix, target in SPLITS:
+            if name.startswith(prefix) and len(name) > len(prefix):
+                split, metric = target, name[len(prefix) :]
+                break
+        out.setdefault(split, {})[metric] = value
+    return out
+
+
+__all__ = ["SPLITS", "Assembler", "Point", "split_metrics"]
