@@ -10,7 +10,7 @@ after. Commands: a short one (``python -c 'print(1)'``) and a long CPU-bound tra
 loop printing a tqdm-style bar and JSON metric lines (``--long-s`` seconds). Targets
 (issue 15): at most +0.2 s on the short one, at most +2 % on the long one.
 
-Then the per-capture recovery table of tests/live/fixtures (visible values recovered, wrong,
+Then the per-capture recovery table of tests/watch/fixtures (visible values recovered, wrong,
 invented), the same numbers the test suite asserts on.
 """
 

@@ -47,8 +47,8 @@ def watch(
 
     Example: warehouse watch --experiment mnist -- python train.py --epochs 3
     """
-    from warehouse.live.watch import watch as run_watch
     from warehouse.output import error
+    from warehouse.watch import watch as run_watch
 
     try:
         code = run_watch(

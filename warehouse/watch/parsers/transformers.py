@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from warehouse.live.parsers.frames import Frame
-from warehouse.live.parsers.reading import NUMBER, Reading, number
+from warehouse.watch.parsers.frames import Frame
+from warehouse.watch.parsers.reading import NUMBER, Reading, number
 
 _ITEM = re.compile(r"'([^'\\]+)': (?:'(" + NUMBER + r")'|(" + NUMBER + r"))(?:, |\}\Z)")
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from warehouse.live.parsers.frames import Frame
-from warehouse.live.parsers.reading import NAME, NOT_METRICS, Reading, number
+from warehouse.watch.parsers.frames import Frame
+from warehouse.watch.parsers.reading import NAME, NOT_METRICS, Reading, number
 
 # the counter and the opening of the stats: "20/40 [00:01<" or "15it [00:00,"
 _STATS = re.compile(

@@ -3,7 +3,7 @@
 The command runs as a child process. Its stdout and stderr are read as raw bytes (``os.read``
 on the pipes, one thread each) and written to ours at once, byte for byte — ``\\r`` progress
 bars included. A parser thread reads each stream on its own
-(:class:`warehouse.live.parsers.OutputReader`); the points it finds are logged as steps
+(:class:`warehouse.watch.parsers.OutputReader`); the points it finds are logged as steps
 through the run's step logger, which also samples the machine. The run is recorded through
 the recorder: config ``{"command": recorded_command(argv), "cwd": ...}``, git of the cwd,
 final metrics = the last value seen of each metric (``val_*``/``eval_*`` → split ``val``,
@@ -36,7 +36,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from warehouse.live.parsers import FORMATS, OutputReader, Point, split_metrics
+from warehouse.watch.parsers import FORMATS, OutputReader, Point, split_metrics
 
 if TYPE_CHECKING:
     from warehouse.run import ActiveRun

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import re
 
-from warehouse.live.parsers.frames import Frame
-from warehouse.live.parsers.reading import NAME, NOT_METRICS, Reading, number
-from warehouse.live.parsers.tqdm import EPOCH_IN_LABEL
+from warehouse.watch.parsers.frames import Frame
+from warehouse.watch.parsers.reading import NAME, NOT_METRICS, Reading, number
+from warehouse.watch.parsers.tqdm import EPOCH_IN_LABEL
 
 _ROW = re.compile(
     r"(?P<label>\S.*?)\s+[━╸╺╾╼─]+\s+(?P<n>\d+)/(?P<total>\d+|\?)\s(?P<stats>.*?)"

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from warehouse.live.parsers import Frame, FrameReader, OutputReader, Point
-from warehouse.live.parsers.json_lines import JsonLines
-from warehouse.live.parsers.keras import Keras
-from warehouse.live.parsers.rich import read_metrics
-from warehouse.live.parsers.tqdm import Tqdm
-from warehouse.live.parsers.transformers import TransformersLog
+from warehouse.watch.parsers import Frame, FrameReader, OutputReader, Point
+from warehouse.watch.parsers.json_lines import JsonLines
+from warehouse.watch.parsers.keras import Keras
+from warehouse.watch.parsers.rich import read_metrics
+from warehouse.watch.parsers.tqdm import Tqdm
+from warehouse.watch.parsers.transformers import TransformersLog
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 import scoring

@@ -18,14 +18,14 @@ odd input.
 
 from __future__ import annotations
 
-from warehouse.live.parsers.frames import Frame, FrameReader
-from warehouse.live.parsers.json_lines import JsonLines
-from warehouse.live.parsers.keras import Keras
-from warehouse.live.parsers.points import Assembler, Point, split_metrics
-from warehouse.live.parsers.reading import FrameParser, Reading
-from warehouse.live.parsers.rich import RichBars
-from warehouse.live.parsers.tqdm import Tqdm
-from warehouse.live.parsers.transformers import TransformersLog
+from warehouse.watch.parsers.frames import Frame, FrameReader
+from warehouse.watch.parsers.json_lines import JsonLines
+from warehouse.watch.parsers.keras import Keras
+from warehouse.watch.parsers.points import Assembler, Point, split_metrics
+from warehouse.watch.parsers.reading import FrameParser, Reading
+from warehouse.watch.parsers.rich import RichBars
+from warehouse.watch.parsers.tqdm import Tqdm
+from warehouse.watch.parsers.transformers import TransformersLog
 
 FORMATS = (
     'JSON metric lines ({"metric": "loss", "value": 0.3, "step": 10}), Keras 2/3 progress '

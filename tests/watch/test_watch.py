@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from warehouse.live.step_docs import is_tick
-from warehouse.live.watch import default_experiment, exit_code, recorded_command
 from warehouse.stores.base import RunQuery, StepRange
 from warehouse.stores.local import LocalStore
+from warehouse.watch import default_experiment, exit_code, recorded_command
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from warehouse.live.parsers.reading import Reading
+from warehouse.watch.parsers.reading import Reading
 
 # Families whose bar may be drawn between the counter's update and the metrics' update
 # (Lightning's Rich bar renders on a timer thread): a frame's per-step values may belong to the

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from warehouse.live.parsers.frames import Frame
+from warehouse.watch.parsers.frames import Frame
 
 # A number as libraries print it: 0.25, -1e-05, 12, .5, nan, inf (tqdm pads 2.330, Keras nan).
 NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|NaN|inf|Inf|-?Infinity)"

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from warehouse.live.parsers.frames import Frame
-from warehouse.live.parsers.reading import NOT_METRICS, Reading, number
+from warehouse.watch.parsers.frames import Frame
+from warehouse.watch.parsers.reading import NOT_METRICS, Reading, number
 
 _EPOCH = re.compile(r"\s*Epoch (\d+)/(\d+)\s*\Z")
 _START = re.compile(r"\s*(?:(\d+)/(\d+|Unknown)\b|- )")

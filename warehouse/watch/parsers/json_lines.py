@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from warehouse.live.parsers.frames import Frame
-from warehouse.live.parsers.reading import Reading, number, whole
+from warehouse.watch.parsers.frames import Frame
+from warehouse.watch.parsers.reading import Reading, number, whole
 
 _loads = json.JSONDecoder().decode
 

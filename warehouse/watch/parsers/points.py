@@ -19,8 +19,8 @@ read later form another point of the same step). Nothing here depends on timing.
 
 from __future__ import annotations
 
-from warehouse.live.parsers.bars import Bars
-from warehouse.live.parsers.reading import Reading
+from warehouse.watch.parsers.bars import Bars
+from warehouse.watch.parsers.reading import Reading
 
 Point = tuple[int, int | None, dict[str, float]]
 SPLITS = (("val_", "val"), ("eval_", "val"), ("test_", "test"))
