@@ -109,3 +109,54 @@ def test_check_exit_codes_for_usage_and_missing_runs(
     assert run_main(["check", "ffffffffffff"], monkeypatch, capsys)[0] == 4
     assert run_main(["check", runs[0], "--margin", "-1"], monkeypatch, capsys)[0] == 2
     assert run_main(["check", runs[0], "--metric", "acc"], monkeypatch, capsys)[0] == 2
+
+
+@pytest.fixture
+def seeded(home: Path) -> dict[str, list[str]]:
+    """Two experiments, three seeds each, samples with a label column."""
+    ids: dict[str, list[str]] = {}
+    for experiment, accuracy in (("wide", 0.9), ("narrow", 0.8)):
+        for seed in range(3):
+            cfg = {"model": experiment, "seed": seed}
+            with warehouse.start_run(experiment, cfg) as run:
+                right = {i for i in range(200) if (i * 7 + seed) % 100 < accuracy * 100}
+                run.log_samples(
+                    "val",
+                    [
+                        {"sample_id": i, "label": ["a", "b"][i % 2], "correct": i in right}
+                        for i in range(200)
+                    ],
+                )
+                run.log_metrics("val", {"acc": len(right) / 200})
+            ids.setdefault(experiment, []).append(run.run_id)
+    return ids
+
+
+def test_slices_replicates_hardest_and_by_group_from_the_cli(
+    seeded: dict[str, list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run_main(
+        ["query", "slices", "--by", "label", "-f", "json"], monkeypatch, capsys
+    )
+    assert code == 0, err
+    rows = json.loads(out)
+    assert {r["label"] for r in rows} == {"a", "b"}
+    assert {"experiment", "run_id", "n", "mean", "ci_low", "ci_high", "gap"} <= set(rows[0])
+    code, out, err = run_main(["query", "replicates", "-f", "json"], monkeypatch, capsys)
+    assert code == 0, err
+    groups = json.loads(out)
+    assert sorted((g["experiment"], g["n_seeds"]) for g in groups) == [("narrow", 3), ("wide", 3)]
+    code, out, err = run_main(
+        ["query", "samples", "--hardest", "-x", "wide", "-n", "3", "-f", "json"],
+        monkeypatch,
+        capsys,
+    )
+    assert code == 0, err
+    assert [r["runs"] for r in json.loads(out)] == [3, 3, 3]
+    code, out, err = run_main(
+        ["query", "leaderboard", "--by-group", "-f", "json"], monkeypatch, capsys
+    )
+    assert code == 0, err
+    assert [r["experiment"] for r in json.loads(out)] == ["wide", "narrow"]

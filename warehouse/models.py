@@ -224,6 +224,7 @@ class Run(BaseModel):
     overrides: list[str] = Field(default_factory=list)
     hydra: dict[str, Any] = Field(default_factory=dict)
     params: dict[str, Any] = Field(default_factory=dict)
+    config_hash_noseed: str | None = None  # the same for runs that differ only in seed keys
 
     metrics: dict[str, dict[str, float]] = Field(default_factory=dict)
     metrics_ci: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
@@ -288,6 +289,25 @@ def sample_column_for(
     if metric.lower() in ACCURACY_NAMES and "correct" in columns:
         return "correct"
     return None
+
+
+def config_hash(config: Mapping[str, Any], seed_keys: Collection[str] = ()) -> str:
+    """A stable hash of a resolved config without its seed keys (glob patterns matched
+    against each key's last dotted part): runs that differ only in seeds share it, whatever
+    the key order."""
+    import fnmatch
+    import hashlib
+    import json
+
+    from warehouse.docpath import flatten
+
+    kept = {
+        key: value
+        for key, value in flatten(config).items()
+        if not any(fnmatch.fnmatchcase(key.rsplit(".", 1)[-1], p) for p in seed_keys)
+    }
+    text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def run_version(doc: dict[str, Any]) -> int:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from typing_extensions import Unpack
 
 from warehouse.errors import InvalidRecord, WarehouseError
-from warehouse.models import PrimaryMetric, Run, normalise_name, resolve_metric
+from warehouse.models import PrimaryMetric, Run, config_hash, normalise_name, resolve_metric
 from warehouse.run import ActiveRun
 
 if TYPE_CHECKING:
@@ -157,6 +157,7 @@ class Recorder:
             overrides=list(overrides or captured.overrides),
             hydra=dict(hydra_meta or captured.hydra),
             params=captured.params,
+            config_hash_noseed=config_hash(captured.config, s.seed_keys),
             environment=env,
             primary_metric=primary,
         )

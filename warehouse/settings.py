@@ -73,6 +73,10 @@ class Settings(BaseSettings):
     redact_patterns: Annotated[tuple[str, ...], NoDecode] = Field(
         DEFAULT_REDACT_PATTERNS, description="Config keys containing these are redacted."
     )
+    seed_keys: Annotated[tuple[str, ...], NoDecode] = Field(
+        ("seed", "*_seed"),
+        description="Config keys that only pick a seed (glob on the last dotted part).",
+    )
     strict: bool = Field(False, description="Raise on warehouse failures instead of warning.")
     capture_git_diff: bool = Field(True, description="Keep `git diff HEAD` when the tree is dirty.")
 
@@ -117,7 +121,7 @@ class Settings(BaseSettings):
 
     debug: bool = Field(False, description="Tracebacks on errors (also --debug).")
 
-    @field_validator("redact_patterns", mode="before")
+    @field_validator("redact_patterns", "seed_keys", mode="before")
     @classmethod
     def _split_patterns(cls, value: Any) -> Any:
         if isinstance(value, str):

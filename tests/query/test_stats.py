@@ -133,3 +133,25 @@ def test_continuous_pairs_use_the_normal_test() -> None:
     assert got.test == "normal"
     assert got.significant
     assert got.low < 0.05 < got.high
+
+
+@pytest.mark.parametrize(
+    ("df", "expected"),
+    [(1, 12.7062047361747), (2, 4.30265272974946), (4, 2.77644510519779), (30, 2.04227245630124)],
+)
+def test_t_quantiles_match_published_tables(df: int, expected: float) -> None:
+    assert stats.t_quantile(0.975, df) == pytest.approx(expected, rel=1e-9)
+
+
+def test_the_t_cdf_of_one_degree_is_the_cauchy_cdf() -> None:
+    for t in (-3.0, -0.5, 0.0, 1.0, 7.0):
+        assert stats.t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi, abs=1e-12)
+
+
+def test_three_seeds_get_a_wide_t_interval() -> None:
+    values = np.array([0.90, 0.92, 0.94])
+    got = stats.mean_interval(values)
+    assert got is not None
+    half = stats.t_quantile(0.975, 2) * values.std(ddof=1) / math.sqrt(3)
+    assert (got.low, got.high) == pytest.approx((0.92 - half, 0.92 + half))
+    assert stats.mean_interval(np.array([0.9])) is None

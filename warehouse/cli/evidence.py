@@ -45,10 +45,12 @@ MetricOpt = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    """Add `query diff` to the query family and `check` to the main app."""
+    """Add `query diff/slices/replicates` to the query family and `check` to the main app."""
     from warehouse.cli.query import query_app
 
     query_app.command("diff")(diff)
+    query_app.command("slices")(slices)
+    query_app.command("replicates")(replicates)
     app.command("check")(check)
 
 
@@ -149,3 +151,96 @@ def check(
         )
     typer.echo(verdict.line)
     raise typer.Exit(verdict.code)
+
+
+def slices(
+    by: Annotated[
+        str,
+        typer.Option(
+            "--by",
+            help="Sample column to slice by (label, source ...), or a numeric one cut into "
+            "equal-width bins: size:bins=5.",
+        ),
+    ],
+    runs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--run",
+            "-r",
+            help="Slice this run (id, prefix, best, best:EXPERIMENT); repeatable. Default: "
+            "each experiment's best run.",
+            show_default=False,
+        ),
+    ] = None,
+    split: SplitOpt = None,
+    column: ColumnOpt = None,
+    metric: MetricOpt = None,
+    min_n: Annotated[int, typer.Option("--min-n", help="Hide slices with fewer samples.")] = 0,
+    filter: Annotated[
+        str | None,
+        typer.Option("--filter", "-q", help="Lucene filter on the runs.", show_default=False),
+    ] = None,
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="table, json or csv.", case_sensitive=False)
+    ] = Format.table,
+) -> None:
+    """Where a model fails: the metric per slice of the samples (n, mean, 95 % interval, gap to
+    the run's overall score), the worst slices first.
+
+    Example: warehouse query slices --by label --min-n 30
+    """
+    from warehouse.query.slices import SLICE_COLUMNS, parse_by
+    from warehouse.query.slices import slices as slice_rows
+    from warehouse.settings import load
+    from warehouse.stores import open_store
+
+    settings = load()
+    m = _metric(settings, metric)
+    name = parse_by(by)[0]
+    columns = [c.replace("{by}", name) for c in SLICE_COLUMNS]
+    with open_store(settings) as store:
+        rows = slice_rows(
+            store, m, by, column=column, split=split, runs=runs or (), filter=filter, min_n=min_n
+        )
+    render(rows, fmt, columns=columns, empty_header=columns)
+    if not rows:
+        info(f"no slices: no chosen run has per-sample results with a column {name!r}")
+
+
+def replicates(
+    experiment: Annotated[
+        str | None,
+        typer.Option("--experiment", "-x", help="Only this experiment.", show_default=False),
+    ] = None,
+    metric: MetricOpt = None,
+    filter: Annotated[
+        str | None,
+        typer.Option("--filter", "-q", help="Lucene filter on the runs.", show_default=False),
+    ] = None,
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="table, json or csv.", case_sensitive=False)
+    ] = Format.table,
+) -> None:
+    """Seeds: runs whose configs differ only in seed keys, grouped — mean, spread, interval,
+    best and worst seed, whether the best is a lucky seed, and how many samples flip across
+    seeds.
+
+    Example: warehouse query replicates --experiment digits-svm
+    """
+    from warehouse.query.replicates import REPLICATE_COLUMNS
+    from warehouse.query.replicates import replicates as replicate_rows
+    from warehouse.settings import load
+    from warehouse.stores import open_store
+
+    settings = load()
+    m = _metric(settings, metric)
+    with open_store(settings) as store:
+        rows = replicate_rows(store, m, experiment=experiment, filter=filter)
+    render(rows, fmt, columns=list(REPLICATE_COLUMNS), empty_header=REPLICATE_COLUMNS)
+    lucky = [r["experiment"] for r in rows if r["lucky_seed"]]
+    if lucky:
+        info(
+            "lucky seed: "
+            + ", ".join(sorted(set(lucky)))
+            + " (fewer than 3 seeds, or the best seed is more than 2 std above its group)"
+        )

@@ -364,6 +364,14 @@ def best(
 def leaderboard(
     filter: FilterOpt = None,
     limit: Annotated[int | None, _limit_opt("default: every experiment")] = None,
+    by_group: Annotated[
+        bool,
+        typer.Option(
+            "--by-group",
+            help="Rank by each experiment's best replicate group's mean (runs differing only "
+            "in seeds), not its best single run.",
+        ),
+    ] = False,
     fmt: FormatOpt = Format.table,
     fail_empty: FailEmptyOpt = False,
     metric: MetricOpt = None,
@@ -375,18 +383,31 @@ def leaderboard(
     """
     from warehouse.query import views
 
+    def ask(store: Store, _: Settings, name: str, way: str | None) -> list[dict[str, Any]]:
+        if by_group:
+            from warehouse.models import resolve_metric
+            from warehouse.query.replicates import leaderboard_by_group
+
+            m = resolve_metric(name, way)
+            return leaderboard_by_group(store, m, filter=filter, limit=_limit(limit, None))
+        return views.leaderboard(store, name, way, filter, _limit(limit, None), evidence=True)
+
     _ranked_view(
-        lambda store, _, name, way: views.leaderboard(
-            store, name, way, filter, _limit(limit, None), evidence=True
-        ),
+        ask,
         metric,
         direction,
         filter,
         fmt,
         fail_empty,
-        empty=views.LEADERBOARD_EVIDENCE_COLUMNS,
+        empty=_by_group_columns() if by_group else views.LEADERBOARD_EVIDENCE_COLUMNS,
         title="best {name}",
     )
+
+
+def _by_group_columns() -> tuple[str, ...]:
+    from warehouse.query.replicates import BY_GROUP_COLUMNS
+
+    return BY_GROUP_COLUMNS
 
 
 @query_app.command("over-time")
@@ -483,12 +504,20 @@ def samples(
         bool,
         typer.Option("--best", help="The best run by --metric (within --filter/--experiment)."),
     ] = False,
+    hardest: Annotated[
+        bool,
+        typer.Option(
+            "--hardest",
+            help="The samples most runs get wrong (of --experiment, or of the runs --filter "
+            "selects), with how many runs saw each.",
+        ),
+    ] = False,
     experiment: Annotated[
         str | None,
         typer.Option(
             "--experiment",
             "-x",
-            help="With --best: the best run of this experiment.",
+            help="With --best: the best run of this experiment; with --hardest: its runs.",
             show_default=False,
         ),
     ] = None,
@@ -542,8 +571,14 @@ def samples(
     from warehouse.query import views
     from warehouse.stores import open_store
 
+    if hardest:
+        _hardest(experiment, split, filter, _limit(limit, 100), fmt, fail_empty, metric)
+        return
     if not best and run is None:
-        raise typer.BadParameter("give --run RUN_ID or --best", param_hint="--run/--best")
+        raise typer.BadParameter(
+            "give --run RUN_ID or --best (or --hardest: the samples most runs get wrong)",
+            param_hint="--run/--best/--hardest",
+        )
     if download is not None:
         _writable_folder(download, "--download")
     settings = _settings(primary_metric=metric, direction=direction)
@@ -588,6 +623,29 @@ def samples(
         written = download_outputs(rows, download, settings)
         info(f"saved {len(written)} outputs in {download}")
     _finish(count, fail_empty, "samples match")
+
+
+def _hardest(
+    experiment: str | None,
+    split: str | None,
+    filter: str | None,
+    limit: int | None,
+    fmt: Format,
+    fail_empty: bool,
+    metric: str | None,
+) -> None:
+    from warehouse.models import resolve_metric
+    from warehouse.query.slices import HARDEST_COLUMNS, hardest
+    from warehouse.stores import open_store
+
+    settings = _settings(primary_metric=metric)
+    m = resolve_metric(settings.primary_metric, None if metric else settings.direction)
+    with open_store(settings) as store:
+        rows = hardest(
+            store, m, experiment=experiment, split=split, filter=filter, limit=limit or 100
+        )
+    count = _render(rows, fmt, columns=list(HARDEST_COLUMNS), empty=HARDEST_COLUMNS)
+    _finish(count, fail_empty, "sample was got wrong by any run", settings, filter)
 
 
 # --- one run, runs side by side, steps --------------------------------------------------

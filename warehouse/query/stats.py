@@ -162,6 +162,43 @@ def paired(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> Paired | None:
     return Paired(n, mean, mean - half, mean + half, min(1.0, p), "normal")
 
 
+def mean_interval(values: np.ndarray, level: float = 0.95) -> Interval | None:
+    """Student's t interval of the mean of a few values (seeds): None for fewer than two."""
+    data = values[np.isfinite(values)].astype(np.float64)
+    n = int(data.size)
+    if n < 2:
+        return None
+    half = t_quantile(1 - (1 - level) / 2, n - 1) * float(data.std(ddof=1)) / math.sqrt(n)
+    mean = float(data.mean())
+    return Interval(mean - half, mean + half, n, "student-t")
+
+
+def t_quantile(q: float, df: int) -> float:
+    """The ``q`` quantile of Student's t with ``df`` degrees of freedom (``q`` > 0.5)."""
+    lo, hi = 0.0, 1e6
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if t_cdf(mid, df) < q:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def t_cdf(t: float, df: int) -> float:
+    """P(T <= t) for Student's t with ``df`` degrees of freedom."""
+    tail = 0.5 * regularized_beta(df / (df + t * t), df / 2, 0.5)
+    return 1 - tail if t >= 0 else tail
+
+
+def binomial_interval(hits: int, n: int) -> Interval | None:
+    """:func:`clopper_pearson` as an :class:`Interval` (None for no trials)."""
+    if n <= 0:
+        return None
+    low, high = clopper_pearson(hits, n)
+    return Interval(low, high, n, "clopper-pearson")
+
+
 def mcnemar(b: int, c: int) -> float:
     """The exact two-sided McNemar p-value of ``b`` and ``c`` discordant pairs."""
     k, m = min(b, c), b + c
@@ -249,10 +286,13 @@ __all__ = [
     "Interval",
     "Paired",
     "Summary",
+    "binomial_interval",
     "clopper_pearson",
     "interval",
     "is_binary",
     "mcnemar",
+    "mean_interval",
     "paired",
     "seed_of",
+    "t_quantile",
 ]

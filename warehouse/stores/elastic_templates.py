@@ -122,6 +122,7 @@ def _runs_mappings() -> dict[str, Any]:
         "properties": {
             "run_id": {"type": "keyword"},
             "experiment": {"type": "keyword"},
+            "config_hash_noseed": {"type": "keyword"},
             "project": {"type": "keyword"},
             "tags": {"type": "keyword"},
             "user": {"type": "keyword"},
