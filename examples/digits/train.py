@@ -77,7 +77,7 @@ def load_splits(data: DictConfig) -> dict[str, Split]:
             train_idx,
             train_size=data.train_fraction,
             stratify=y[train_idx],
-            random_state=data.split_seed,
+            random_state=data.subset_seed,
         )
     return {
         name: Split(name, np.sort(idx), x[np.sort(idx)], y[np.sort(idx)])
