@@ -6,6 +6,8 @@
         run.log_metrics("val", {"acc": 0.93})
         run.log_samples("val", rows)
 
+    warehouse.leaderboard(metric="val.acc").to_pandas()   # the views, as Arrow/pandas/dicts
+
 Names load lazily (PEP 562) so that ``import warehouse`` — and the CLI — start fast.
 """
 
@@ -17,6 +19,18 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "runs": "warehouse.query.api",
+    "best": "warehouse.query.api",
+    "leaderboard": "warehouse.query.api",
+    "over_time": "warehouse.query.api",
+    "decomposition": "warehouse.query.api",
+    "samples": "warehouse.query.api",
+    "steps": "warehouse.query.api",
+    "compare": "warehouse.query.api",
+    "diff": "warehouse.query.api",
+    "slices": "warehouse.query.api",
+    "replicates": "warehouse.query.api",
+    "Result": "warehouse.query.api",
     "start_run": "warehouse.recorder",
     "current_run": "warehouse.recorder",
     "log_step": "warehouse.recorder",
@@ -86,6 +100,42 @@ if TYPE_CHECKING:
     )
     from warehouse.objects import (
         open_object_store as open_object_store,
+    )
+    from warehouse.query.api import (
+        Result as Result,
+    )
+    from warehouse.query.api import (
+        best as best,
+    )
+    from warehouse.query.api import (
+        compare as compare,
+    )
+    from warehouse.query.api import (
+        decomposition as decomposition,
+    )
+    from warehouse.query.api import (
+        diff as diff,
+    )
+    from warehouse.query.api import (
+        leaderboard as leaderboard,
+    )
+    from warehouse.query.api import (
+        over_time as over_time,
+    )
+    from warehouse.query.api import (
+        replicates as replicates,
+    )
+    from warehouse.query.api import (
+        runs as runs,
+    )
+    from warehouse.query.api import (
+        samples as samples,
+    )
+    from warehouse.query.api import (
+        slices as slices,
+    )
+    from warehouse.query.api import (
+        steps as steps,
     )
     from warehouse.recorder import (
         Recorder as Recorder,

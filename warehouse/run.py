@@ -441,7 +441,7 @@ class ActiveRun:
     def _sample_batches(self, split: str, rows: Any) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
-        from warehouse.samples import (
+        from warehouse.sample_rows import (
             iter_batches,
             nan_to_null,
             normalise_sample_column,
