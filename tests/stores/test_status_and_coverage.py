@@ -14,29 +14,35 @@ from warehouse.query.coverage import default_metric, left_out
 from warehouse.query.status import LOST, lost_aware, shown_status
 from warehouse.stores.base import Store
 
-NOW = datetime.now(UTC)
+NOW = datetime.now(UTC)  # only for the pure checks that pass their own "now"
 
 
-def run(run_id: str, status: str, lost_in_s: float | None, **metrics: float) -> dict[str, Any]:
+def run(
+    run_id: str, status: str, lost_in_s: float | None, now: datetime = NOW, **metrics: float
+) -> dict[str, Any]:
+    """A run as written at ``now``; deadlines are relative to it, not to import time."""
     record = Run(
         run_id=run_id,
         experiment="exp",
         status=RunStatus(status),
-        started_at=NOW - timedelta(hours=1),
-        heartbeat_at=NOW - timedelta(minutes=1),
-        lost_at=None if lost_in_s is None else NOW + timedelta(seconds=lost_in_s),
+        started_at=now - timedelta(hours=1),
+        heartbeat_at=now - timedelta(minutes=1),
+        lost_at=None if lost_in_s is None else now + timedelta(seconds=lost_in_s),
         metrics={"val": metrics} if metrics else {},
     )
     if status != "running":
-        record.ended_at = NOW - timedelta(minutes=2)
+        record.ended_at = now - timedelta(minutes=2)
     return record.to_doc()
 
 
-DOCS = [
-    run("alive", "running", 60),  # its lost_at is still ahead
-    run("killed", "running", -60),  # silent past its lost_at: lost
-    run("done", "completed", None, acc=0.9),
-]
+def docs() -> list[dict[str, Any]]:
+    """Written when the test runs: a suite that takes minutes must not age "alive" into lost."""
+    now = datetime.now(UTC)
+    return [
+        run("alive", "running", 3600, now),  # its lost_at is an hour ahead
+        run("killed", "running", -3600, now),  # silent an hour past its lost_at: lost
+        run("done", "completed", None, now, acc=0.9),
+    ]
 
 
 def ids(docs: list[dict[str, Any]]) -> list[str]:
@@ -44,7 +50,7 @@ def ids(docs: list[dict[str, Any]]) -> list[str]:
 
 
 def test_a_silent_running_run_is_shown_as_lost(store: Store) -> None:
-    store.write_runs(DOCS)
+    store.write_runs(docs())
     shown = {d["run_id"]: d["status"] for d in views.runs(store, fields=["run_id", "status"])}
     assert shown == {"alive": "running", "killed": LOST, "done": "completed"}
     assert views.get_run(store, "killed")["status"] == LOST
@@ -63,7 +69,7 @@ def test_a_silent_running_run_is_shown_as_lost(store: Store) -> None:
 def test_status_filters_mean_what_the_views_show(
     store: Store, text: str, expected: list[str]
 ) -> None:
-    store.write_runs(DOCS)
+    store.write_runs(docs())
     assert ids(views.runs(store, filter=text, fields=["run_id"])) == expected
 
 
