@@ -207,6 +207,7 @@ class Run(BaseModel):
     experiment: str
     project: str | None = None
     tags: list[str] = Field(default_factory=list)
+    note: str | None = None  # free text, set with `warehouse runs note`
     user: str | None = None
     host: str | None = None
 

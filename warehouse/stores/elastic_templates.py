@@ -125,6 +125,7 @@ def _runs_mappings() -> dict[str, Any]:
             "config_hash_noseed": {"type": "keyword"},
             "project": {"type": "keyword"},
             "tags": {"type": "keyword"},
+            "note": {"type": "text"},
             "user": {"type": "keyword"},
             "host": {"type": "keyword"},
             "status": {"type": "keyword"},
