@@ -132,3 +132,74 @@ def test_the_leaderboard_carries_intervals_and_a_paired_gap(
     assert top["vs_next_p"] == pytest.approx(stats.mcnemar(30, 5))
     assert second["vs_next_diff"] is None  # nothing after the last row
     assert set(evidence.LEADERBOARD_EVIDENCE) <= set(top)
+
+
+def _with_labels(
+    store: Store, run_id: str, correct: dict[str, bool], labels: dict[str, str]
+) -> None:
+    acc = sum(correct.values()) / len(correct)
+    store.write_runs(
+        [
+            Run(
+                run_id=run_id,
+                experiment=run_id,
+                status=RunStatus.COMPLETED,
+                ended_at=T0,
+                metrics={"val": {"acc": acc}},
+                sample_counts={"val": len(correct)},
+            ).to_doc()
+        ]
+    )
+    ids = list(correct)
+    batch = pa.record_batch(
+        {
+            "sample_id": ids,
+            "correct": [correct[i] for i in ids],
+            "label": [labels[i] for i in ids],
+            "size": [float(i[1:]) for i in ids],
+        }
+    )
+    store.write_samples(run_id, run_id, "val", [batch])
+
+
+def test_the_gate_fails_on_a_slice_the_overall_score_hides(store: Store) -> None:
+    """The candidate breaks 40 of label 7's 200 samples and fixes 40 elsewhere: the overall
+    score does not move (p = 1), label 7 is significantly worse, and only with --slice is the
+    gate red; the slice figures equal plain Python over the same samples."""
+    ids = [f"s{i:04d}" for i in range(2000)]
+    labels = {s: str(i % 10) for i, s in enumerate(ids)}
+    ref = {s: i % 4 != 0 for i, s in enumerate(ids)}  # 75 % right everywhere
+    cand = dict(ref)
+    sevens_right = [s for s in ids if labels[s] == "7" and ref[s]]
+    others_wrong = [s for s in ids if labels[s] != "7" and not ref[s]]
+    for s in sevens_right[:40]:
+        cand[s] = False
+    for s in others_wrong[:40]:
+        cand[s] = True
+    _with_labels(store, "ref", ref, labels)
+    _with_labels(store, "cand", cand, labels)
+    run = evidence.resolve_run(store, "cand", METRIC)
+    reference = evidence.resolve_run(store, "ref", METRIC)
+
+    overall = evidence.check(store, run, reference, metric=METRIC)
+    assert overall.code == 0
+    assert overall.comparison is not None
+    assert overall.comparison.p == pytest.approx(1.0)
+
+    gated = evidence.check(store, run, reference, metric=METRIC, slice_by="label", min_n=100)
+    assert gated.code == 1
+    assert "label=7" in gated.line
+    (worst, *rest) = evidence.slice_checks(store, run, reference, METRIC, "label", min_n=100)
+    sevens = [s for s in ids if labels[s] == "7"]
+    expected = np.mean([cand[s] for s in sevens]) - np.mean([ref[s] for s in sevens])
+    assert worst.value == "7"
+    assert worst.comparison.diff == pytest.approx(expected)
+    assert worst.comparison.n == len(sevens)
+    assert worst.comparison.p == pytest.approx(stats.mcnemar(0, 40))
+    assert not any(s.worse(0.0) for s in rest)  # 4-5 fixes per other label: no evidence
+
+    tiny = evidence.check(store, run, reference, metric=METRIC, slice_by="label", min_n=500)
+    assert tiny.code == 0  # every slice is below --min-n: nothing to judge per slice
+
+    binned = evidence.slice_checks(store, run, reference, METRIC, "size:bins=4", min_n=100)
+    assert sum(s.comparison.n for s in binned) == len(ids)

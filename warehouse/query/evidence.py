@@ -14,7 +14,7 @@ column it used (``metrics_ci.<split>.<metric>.column``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -67,6 +67,11 @@ def sample_table(
     table = pa.Table.from_batches(list(store.sample_batches(run_id, split, wanted)))
     if with_outputs and "output_uri" not in table.schema.names:
         table = table.append_column("output_uri", pa.nulls(table.num_rows, pa.string()))
+    elif with_outputs and pa.types.is_null(table.schema.field("output_uri").type):
+        # a store may answer a column no row has as all-null (Arrow's null type), which
+        # Arrow's join refuses: make it the strings it would have held
+        index = table.schema.get_field_index("output_uri")
+        table = table.set_column(index, "output_uri", pa.nulls(table.num_rows, pa.string()))
     return table.combine_chunks()
 
 
@@ -241,10 +246,126 @@ def check(
     split: str | None = None,
     column: str | None = None,
     margin: float = 0.0,
+    slice_by: str | None = None,
+    min_n: int = 30,
 ) -> Check:
     """Whether ``run`` is significantly worse than ``reference`` (by more than ``margin``):
     paired on their shared samples when both have per-sample results, else by their scores
-    (and then no test is possible, which the line says)."""
+    (and then no test is possible, which the line says). With ``slice_by`` (a sample column,
+    or ``size:bins=5``), also worse when any slice of at least ``min_n`` shared samples is
+    significantly worse than the reference's same slice."""
+    verdict = _check_overall(store, run, reference, metric, split, column, margin)
+    if slice_by is None or verdict.comparison is None or verdict.code:
+        return verdict
+    worse = [
+        s
+        for s in slice_checks(
+            store, run, reference, metric, slice_by, split=split, column=column, min_n=min_n
+        )
+        if s.worse(margin)
+    ]
+    if not worse:
+        return replace(verdict, line=f"{verdict.line}; no slice of >= {min_n} samples is worse")
+    shown = "; ".join(s.describe() for s in worse[:3])
+    more = f" (+{len(worse) - 3} more)" if len(worse) > 3 else ""
+    return replace(verdict, code=1, line=f"worse in {len(worse)} slice(s): {shown}{more}")
+
+
+@dataclass(frozen=True)
+class SliceCheck:
+    """One slice's paired comparison: the run against the reference on that slice's samples."""
+
+    column: str
+    value: Any
+    comparison: stats.Paired
+    sign: float
+
+    def worse(self, margin: float) -> bool:
+        c = self.comparison
+        best_case = c.high if self.sign > 0 else -c.low
+        return c.p < stats.SIGNIFICANT and best_case < -margin
+
+    def describe(self) -> str:
+        c = self.comparison
+        return (
+            f"{self.column}={self.value} {self.sign * c.diff:+.4g} "
+            f"[{min(self.sign * c.low, self.sign * c.high):+.4g}, "
+            f"{max(self.sign * c.low, self.sign * c.high):+.4g}], p = {c.p:.3g}, n = {c.n}"
+        )
+
+
+def slice_checks(
+    store: Store,
+    run: dict[str, Any],
+    reference: dict[str, Any],
+    metric: Metric,
+    slice_by: str,
+    *,
+    split: str | None = None,
+    column: str | None = None,
+    min_n: int = 30,
+) -> list[SliceCheck]:
+    """Each slice (of at least ``min_n`` shared samples) paired: ``run`` against
+    ``reference``, the worst first. Slices are read from the judged run's samples."""
+    from warehouse.query.slices import parse_by
+
+    where = split or metric.split
+    name, bins = parse_by(slice_by)
+    run_id, ref_id = str(run["run_id"]), str(reference["run_id"])
+    candidates = candidate_columns(reference, where, metric, column)
+    _, joined = pair(store, ref_id, run_id, where, candidates)
+    labels = sample_table(store, run_id, where, [name])
+    if name not in labels.schema.names:
+        raise ConfigurationError(
+            f"run {run_id} has no sample column {name!r} to slice by in split {where!r}"
+        )
+    by_id = dict(
+        zip(labels.column("sample_id").to_pylist(), labels.column(name).to_pylist(), strict=True)
+    )
+    keys = np.asarray([by_id.get(i) for i in joined.ids], dtype=object)
+    if bins is not None:
+        keys = _binned(keys, bins)
+    sign = 1.0 if metric.direction == "max" else -1.0
+    found = []
+    for value in {k for k in keys if k is not None}:
+        mask = keys == value
+        if int(mask.sum()) < max(min_n, 1):
+            continue
+        c = stats.paired(joined.a[mask], joined.b[mask])
+        if c is not None and c.n >= max(min_n, 1):
+            found.append(SliceCheck(name, value, c, sign))
+    found.sort(key=lambda s: (sign * s.comparison.diff, str(s.value)))
+    return found
+
+
+def _binned(values: np.ndarray, bins: int) -> np.ndarray:
+    """Numeric values as equal-width bins ``[low, high)`` over their range, as text."""
+    numbers = np.asarray([np.nan if v is None else float(v) for v in values], dtype=np.float64)
+    finite = numbers[np.isfinite(numbers)]
+    if finite.size == 0:
+        return np.asarray([None] * len(values), dtype=object)
+    edges = np.linspace(float(finite.min()), float(finite.max()), bins + 1)
+    index = np.clip(np.searchsorted(edges, numbers, side="right") - 1, 0, bins - 1)
+    return np.asarray(
+        [
+            None
+            if not np.isfinite(x)
+            else f"[{edges[i]:.6g}, {edges[i + 1]:.6g}{']' if i == bins - 1 else ')'}"
+            for x, i in zip(numbers, index, strict=True)
+        ],
+        dtype=object,
+    )
+
+
+def _check_overall(
+    store: Store,
+    run: dict[str, Any],
+    reference: dict[str, Any],
+    metric: Metric,
+    split: str | None,
+    column: str | None,
+    margin: float,
+) -> Check:
     where = split or metric.split
     sign = 1.0 if metric.direction == "max" else -1.0
     names = f"{run['run_id']} against {reference['run_id']}"
