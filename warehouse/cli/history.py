@@ -7,7 +7,8 @@ Changed runs are printed as a table, or as JSON/CSV with ``--format``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,9 +31,159 @@ runs_app = typer.Typer(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `export` and the `runs` group to the main app."""
+    """Add `export`, `push`, `pull` and the `runs` group to the main app."""
     app.command("export")(export)
+    app.command("push")(push)
+    app.command("pull")(pull)
     app.add_typer(runs_app, name="runs")
+
+
+def push(
+    filter: Annotated[
+        str | None, typer.Option("--filter", "-q", help="Only the local runs matching this.")
+    ] = None,
+    to_es: Annotated[
+        bool, typer.Option("--to-es", help="Runs, samples and steps to Elasticsearch only.")
+    ] = False,
+    to_s3: Annotated[
+        bool, typer.Option("--to-s3", help="Artifacts and outputs to S3 only.")
+    ] = False,
+    workers: Annotated[int, typer.Option("--workers", min=1, max=32)] = 4,
+    fmt: FormatOpt = Format.table,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+) -> None:
+    """Copy the local history (runs, samples, steps, artifacts, outputs) to the configured
+    Elasticsearch and S3: the way from a solo warehouse to the team's.
+
+    Pushing twice stores nothing twice; an interrupted push goes on where it stopped when run
+    again; a newer remote version of a run is never overwritten. Links to outputs in the local
+    folder become their S3 URIs.
+
+    Example: WAREHOUSE_ES_URL=http://es:9200 WAREHOUSE_S3_URL=s3://team/runs warehouse push
+    """
+    from warehouse.home import Home
+    from warehouse.objects.local import LocalObjectStore
+    from warehouse.settings import load
+    from warehouse.stores.local import LocalStore
+    from warehouse.transfer import push as copy
+
+    settings = load()
+    both = not to_es and not to_s3
+    remote = None
+    if (both or to_es) and settings.es_url:
+        from warehouse.stores.elastic import ElasticStore
+
+        remote = ElasticStore.from_settings(settings)
+    elif to_es:
+        raise _unset("WAREHOUSE_ES_URL", "--to-es")
+    objects = None
+    if (both or to_s3) and settings.s3_url:
+        from warehouse.objects.s3 import S3ObjectStore
+
+        objects = S3ObjectStore.from_settings(settings)
+    elif to_s3:
+        raise _unset("WAREHOUSE_S3_URL", "--to-s3")
+    home = Home.from_settings(settings)
+    with (
+        LocalStore(home) as local,
+        LocalObjectStore(home.objects) as local_objects,
+        _bar("pushing runs", quiet) as progress,
+    ):
+        done = copy(
+            local, local_objects, remote, objects, filter=filter, progress=progress, workers=workers
+        )
+    if remote is not None:
+        remote.close()
+    if objects is not None:
+        objects.close()
+    _report(done, "pushed", fmt)
+    if done.local_links:
+        info(
+            f"{done.local_links} pushed run(s) link outputs in this machine's folder; set "
+            "WAREHOUSE_S3_URL and push again to share them"
+        )
+
+
+def pull(
+    filter: Annotated[
+        str | None,
+        typer.Option("--filter", "-q", help="The runs to take home, e.g. 'experiment:resnet*'."),
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, max=32)] = 4,
+    fmt: FormatOpt = Format.table,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+) -> None:
+    """Copy runs (with samples and steps) from Elasticsearch into the local store, to use the
+    views offline. Outputs stay in S3; their links keep working.
+
+    Example: warehouse pull -q 'experiment:resnet* AND tags:paper'
+    """
+    from warehouse.home import Home
+    from warehouse.settings import load
+    from warehouse.stores.local import LocalStore
+    from warehouse.transfer import pull as copy
+
+    settings = load()
+    if not settings.es_url:
+        raise _unset("WAREHOUSE_ES_URL", "pull")
+    from warehouse.stores.elastic import ElasticStore
+
+    with (
+        ElasticStore.from_settings(settings) as remote,
+        LocalStore(Home.from_settings(settings)) as local,
+        _bar("pulling runs", quiet) as progress,
+    ):
+        done = copy(remote, local, filter=filter, progress=progress, workers=workers)
+    _report(done, "pulled", fmt)
+
+
+def _unset(variable: str, what: str) -> Exception:
+    from warehouse.errors import ConfigurationError
+
+    return ConfigurationError(f"{what} needs {variable}; set it (see warehouse status)")
+
+
+def _report(done: Any, verb: str, fmt: Format) -> None:
+    from warehouse.output import render
+
+    if fmt is not Format.table:
+        render([done.row()], fmt)
+        return
+    info(
+        f"{verb} {done.runs} run(s), {done.sample_rows:,} sample row(s), {done.steps:,} step(s), "
+        f"{done.objects} object(s), {done.bytes / 1e6:.1f} MB; {done.present} run(s) were "
+        "already there"
+    )
+
+
+@contextlib.contextmanager
+def _bar(label: str, quiet: bool) -> Iterator[Callable[[int, int, int], None] | None]:
+    """A rich bar on stderr with runs done of total and bytes moved (none when quiet or when
+    stderr is not a terminal)."""
+    import sys
+
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from warehouse.output import stderr_console
+
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[mb]:.1f} MB"),
+        console=stderr_console(),
+        transient=True,
+    )
+    task = bar.add_task(label, total=None, mb=0.0)
+
+    def update(done: int, total: int, nbytes: int) -> None:
+        bar.update(task, completed=done, total=total, mb=nbytes / 1e6)
+
+    with bar:
+        yield update
 
 
 @runs_app.command(
