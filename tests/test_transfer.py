@@ -223,3 +223,63 @@ def test_the_commands_say_what_they_did(
     code, _, err = run_main(["push", "--to-es"], monkeypatch, capsys)
     assert code == 2
     assert "WAREHOUSE_ES_URL" in err
+
+
+def test_a_deleted_run_is_gone_everywhere_and_stays_gone_after_sync_and_push(
+    team: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pushed(team)
+    with ElasticStore.from_settings(team["settings"]) as remote:
+        victim = views.runs(remote, filter="experiment:solo", limit=1)[0]
+    run_id = victim["run_id"]
+    keys_before = bucket_keys(team)
+    code, _, err = run_main(["runs", "delete", run_id[:8]], monkeypatch, capsys)
+    assert code == 2  # not a terminal and no --yes: says what would go, deletes nothing
+    assert "would delete 1 run(s)" in err
+    code, _, err = run_main(["runs", "delete", run_id[:8], "--yes"], monkeypatch, capsys)
+    assert code == 0, err
+    for _ in range(2):
+        assert run_main(["sync"], monkeypatch, capsys)[0] == 0
+        pushed(team)
+        with ElasticStore.from_settings(team["settings"]) as remote:
+            assert run_id not in {d["run_id"] for d in views.runs(remote, limit=None)}
+            assert remote_census(team)["runs"] == RUNS - 1
+        assert local_census(team)["runs"] == RUNS - 1
+        keys = bucket_keys(team)
+        assert not [k for k in keys if f"/{run_id}/" in k]
+        assert len(keys) < len(keys_before)
+    assert not list((Home.from_settings(team["settings"]).objects).rglob(f"*{run_id}*"))
+
+
+def test_a_deletion_drops_the_runs_writes_still_waiting_in_the_outbox(
+    solo: list[str], es_url: str, es_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recorded while Elasticsearch was down, deleted before the sync: the sync must not
+    bring the run to Elasticsearch, nor back into the local store."""
+    from warehouse import history
+    from warehouse.replication import open_recording
+
+    monkeypatch.setenv("WAREHOUSE_ES_URL", "http://127.0.0.1:9")  # nothing listens: down
+    monkeypatch.setenv("WAREHOUSE_INDEX_PREFIX", es_prefix)
+    with warehouse.start_run("offline") as run:
+        run.log_metrics("val", {"acc": 0.99})
+        run.log_samples("val", [{"sample_id": "x", "correct": True}])
+    recording = open_recording(load())
+    assert recording.shipper.outbox.count() > 0  # the run's writes wait for Elasticsearch
+    docs = history.select_runs(recording.shipper.local, [run.run_id])
+    history.delete_runs(recording.store, recording.objects, docs)
+    kinds = [e.kind for e in recording.shipper.outbox.pending()]
+    assert kinds == ["delete"]
+    recording.close()
+    monkeypatch.setenv("WAREHOUSE_ES_URL", es_url)
+    settings = load()
+    init_elasticsearch(settings)
+    recording = open_recording(settings)
+    report = recording.shipper.drain()
+    assert report is not None
+    assert report.complete
+    with ElasticStore.from_settings(settings) as remote:
+        assert views.runs(remote, filter="experiment:offline") == []
+    with LocalStore(Home.from_settings(settings)) as local:
+        assert views.runs(local, filter="experiment:offline") == []
+    recording.close()

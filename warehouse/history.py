@@ -1,4 +1,5 @@
-"""Tidying the history: tags, notes and experiment names, changed after a run was recorded.
+"""Tidying the history: tags, notes and experiment names changed after a run was recorded,
+and runs deleted.
 
 Every change is a new version of the run document (``updated_at`` grows), written through the
 recording store, so it takes the durable path every run write takes: the local copy and the
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from warehouse.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from warehouse.objects.base import ObjectStore
     from warehouse.stores.base import Store
 
 TAG = re.compile(r"[^\s,]{1,100}")
@@ -197,3 +199,52 @@ def rename_experiment(new: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
         return doc
 
     return apply
+
+
+def delete_runs(
+    store: Store,
+    objects: ObjectStore,
+    docs: Sequence[dict[str, Any]],
+    *,
+    now: datetime | None = None,
+) -> int:
+    """Delete these runs everywhere: documents, samples, steps, and their artifacts and
+    outputs (object keys are per run, so no other run shares them). Through the recording
+    store and object store, the deletion takes the durable path and waiting writes of these
+    runs leave the outbox, so nothing comes back after a sync or a push. Refuses runs still
+    recording."""
+    from warehouse.query.status import shown_status
+
+    moment = now or datetime.now(UTC)
+    busy = [d["run_id"] for d in docs if shown_status(d, moment) == "running"]
+    if busy:
+        raise ConfigurationError(
+            f"{len(busy)} run(s) are still running ({', '.join(map(str, busy[:3]))}); delete "
+            "them after they end, or once they show as lost"
+        )
+    for doc in docs:
+        for prefix in object_prefixes(doc, objects.uri("_")[:-1]):
+            objects.delete_prefix(prefix)
+    return store.delete_runs([str(d["run_id"]) for d in docs])
+
+
+def object_prefixes(doc: dict[str, Any], base: str) -> list[str]:
+    """The key prefixes holding one run's objects: ``EXPERIMENT/RUN_ID/`` under its current
+    experiment name, and under any name its stored links show (it may have been renamed)."""
+    run_id = str(doc["run_id"])
+    found = {f"{doc['experiment']}/{run_id}/"}
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            marker = f"/{run_id}/"
+            if value.startswith(base) and marker in value:
+                found.add(value[len(base) :].split(marker)[0] + marker)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(doc)
+    return sorted(found)

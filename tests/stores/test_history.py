@@ -119,3 +119,25 @@ def test_the_commands_change_runs_on_the_durable_path(
     code, out, err = run_main(["runs", "tag", "+a"], monkeypatch, capsys)
     assert code == 2
     assert "name the runs" in err
+
+
+def test_deleted_runs_leave_every_view_with_their_samples_and_steps(store: Store) -> None:
+    import pyarrow as pa
+
+    from warehouse.errors import NotFound
+    from warehouse.stores.base import StepRange
+
+    store.write_runs([done("a", acc=0.9), done("b", acc=0.8)])
+    for run_id in ("a", "b"):
+        batch = pa.record_batch({"sample_id": ["s1", "s2"], "correct": [True, False]})
+        store.write_samples(run_id, "exp", "val", [batch])
+        store.write_steps(run_id, "exp", [{"seq": 0, "step": 0, "loss": 1.0}])
+    assert store.delete_runs(["a"]) == 1
+    assert ids(views.runs(store)) == ["b"]
+    assert [row["best_run_id"] for row in views.leaderboard(store, metric="val.acc")] == ["b"]
+    with pytest.raises(NotFound):
+        list(store.sample_batches("a", "val"))
+    assert list(store.steps(StepRange(run_id="b")))
+    with pytest.raises(NotFound):
+        list(store.steps(StepRange(run_id="a")))
+    assert store.delete_runs(["a"]) == 0  # a replayed deletion is not an error

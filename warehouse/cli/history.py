@@ -243,6 +243,53 @@ def rename_experiment(
     _edit([], f"experiment:{quote(old)}", renaming(new), fmt, none=f"no run has experiment {old!r}")
 
 
+@runs_app.command("delete")
+def delete(
+    run_ids: Annotated[
+        list[str] | None, typer.Argument(help="Run ids (a unique prefix works).")
+    ] = None,
+    filter: FilterOpt = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking.")] = False,
+) -> None:
+    """Delete runs with their samples, steps, artifacts and outputs, locally and (through the
+    outbox) in Elasticsearch and S3. Shows what would go and asks first; --yes skips that.
+
+    Example: warehouse runs delete -q 'status:failed AND ended_at:<now-30d'
+    """
+    from warehouse.errors import ConfigurationError
+    from warehouse.history import delete_runs, select_runs
+    from warehouse.replication import open_recording
+    from warehouse.settings import load
+    from warehouse.stores import open_store
+
+    if not run_ids and filter is None:
+        raise ConfigurationError("name the runs: give run ids, or -q FILTER")
+    settings = load()
+    with open_store(settings) as store:
+        docs = select_runs(store, run_ids or [], filter)
+    if not docs:
+        raise ConfigurationError("no run matches; `warehouse query runs` lists them")
+    rows = sum(sum((d.get("sample_counts") or {}).values()) for d in docs)
+    experiments = sorted({str(d.get("experiment")) for d in docs})
+    what = (
+        f"{len(docs)} run(s) of {', '.join(experiments[:5])}"
+        f"{' ...' if len(experiments) > 5 else ''}, {rows:,} sample row(s), their steps, "
+        "artifacts and outputs"
+    )
+    if not yes:
+        import sys
+
+        if not sys.stdin.isatty():
+            raise ConfigurationError(f"would delete {what}; pass --yes to delete without asking")
+        typer.confirm(f"delete {what}?", abort=True, err=True)
+    recording = open_recording(settings)
+    try:
+        count = delete_runs(recording.store, recording.objects, docs)
+    finally:
+        recording.close()
+    info(f"deleted {count} run(s) ({what})")
+
+
 def _edit(
     run_ids: list[str],
     filter: str | None,

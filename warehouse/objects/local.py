@@ -70,6 +70,16 @@ class LocalObjectStore:
     def url(self, uri: str, expires_s: int | None = None) -> str:
         return self._path(uri).as_uri()
 
+    def delete_prefix(self, prefix: str) -> int:
+        import shutil
+
+        folder = self.root / prefix.rstrip("/")
+        if not prefix.endswith("/") or not folder.is_dir():
+            return 0
+        count = sum(1 for p in folder.rglob("*") if p.is_file())
+        shutil.rmtree(folder, ignore_errors=True)
+        return count
+
     def close(self) -> None:
         return None
 

@@ -236,6 +236,24 @@ class S3ObjectStore:
             )
         return signed
 
+    def delete_prefix(self, prefix: str) -> int:
+        """List the keys under ``prefix`` and delete them, 1,000 per request."""
+        full = self._full_key(prefix)
+        count = 0
+        with self._map_errors("delete", self.uri(prefix)):
+            client = self._client()
+            for page in client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=full
+            ):
+                keys = [{"Key": obj["Key"]} for obj in page.get("Contents", ())]
+                for start in range(0, len(keys), 1000):
+                    chunk = keys[start : start + 1000]
+                    client.delete_objects(
+                        Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True}
+                    )
+                    count += len(chunk)
+        return count
+
     def close(self) -> None:
         """Close the HTTP connections; the store reconnects if used again."""
         with self._lock:

@@ -62,6 +62,13 @@ class ReplicatingObjectStore:
     def url(self, uri: str, expires_s: int | None = None) -> str:
         return self.remote.url(uri, expires_s)
 
+    def delete_prefix(self, prefix: str) -> int:
+        """Locally now; in S3 through the outbox (the entry goes first, as every write's)."""
+        entry = self.shipper.outbox.add("delete_objects", {"prefix": prefix})
+        count = self.local.delete_prefix(prefix)
+        self.shipper.publish([entry])
+        return count
+
     def close(self) -> None:
         self.remote.close()
         self.local.close()

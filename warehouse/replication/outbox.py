@@ -6,7 +6,8 @@ crash leaves an entry whole or absent, and any number of processes add entries a
 touching the same file. Entries sort by creation time: the oldest ship first.
 
 Kinds: ``run`` (the run document), ``samples`` (names a split whose rows are in the local
-store), ``steps`` (the step documents), ``object`` (names an object in the local object store).
+store), ``steps`` (the step documents), ``object`` (names an object in the local object store),
+``delete`` (run ids whose records go) and ``delete_objects`` (a key prefix whose objects go).
 Entries hold JSON only, never pickle. What ships them, and when, is
 :class:`warehouse.replication.shipper.Shipper`; this module only keeps the queue.
 """
@@ -20,7 +21,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from warehouse.values import json_safe
 
 log = logging.getLogger(__name__)
 
-KINDS = ("run", "samples", "steps", "object")
+KINDS = ("run", "samples", "steps", "object", "delete", "delete_objects")
 CORRUPT = "corrupt"  # an entry file that does not parse (also its folder under outbox/)
 UNREADABLE = "unreadable"  # an entry file that could not be read this time
 LOCK_NAME = ".drain.lock"
@@ -62,6 +63,10 @@ class Entry:
             return f"samples of run {p.get('run_id')} split {p.get('split')}"
         if self.kind == "steps":
             return f"{len(p.get('steps', []))} step(s) of run {p.get('run_id')}"
+        if self.kind == "delete":
+            return f"deletion of {len(p.get('run_ids', []))} run(s)"
+        if self.kind == "delete_objects":
+            return f"deletion of the objects under {p.get('prefix')}"
         if self.kind in (CORRUPT, UNREADABLE):
             return f"{self.kind} entry {self.path.name}"
         return f"object {p.get('key')}"
@@ -131,6 +136,26 @@ class Outbox:
             entry = self.load(self.folder / name)
             if entry is not None:
                 yield entry
+
+    def purge(self, run_ids: Iterable[str]) -> int:
+        """Remove the waiting writes of these runs (documents, samples, steps, objects), so
+        that a deleted run cannot come back when the outbox drains; returns how many."""
+        wanted = set(run_ids)
+        removed = 0
+        for entry in self.iter_pending():
+            p = entry.payload
+            if entry.kind == "run":
+                owner = (p.get("doc") or {}).get("run_id")
+            elif entry.kind in ("samples", "steps"):
+                owner = p.get("run_id")
+            elif entry.kind == "object":
+                owner = next((r for r in wanted if f"/{r}/" in str(p.get("key", ""))), None)
+            else:
+                continue
+            if owner in wanted:
+                self.remove(entry)
+                removed += 1
+        return removed
 
     def count(self) -> int:
         try:

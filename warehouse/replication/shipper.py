@@ -72,7 +72,7 @@ class Remote:
 
 def target_of(kind: str) -> str:
     """Which remote an entry kind ships to: ``objects`` or ``store``."""
-    return "objects" if kind == "object" else "store"
+    return "objects" if kind in ("object", "delete_objects") else "store"
 
 
 class Shipper:
@@ -254,6 +254,12 @@ class Shipper:
         if kind == "object":
             self._ship_objects(entries)
             return
+        if kind == "delete_objects":
+            for entry in entries:
+                self.local_objects.delete_prefix(entry.payload["prefix"])  # a replay: idempotent
+                self._remote_objects().delete_prefix(entry.payload["prefix"])
+                self.outbox.remove(entry)
+            return
         store = self._remote_store() if "store" in self.remotes else None
         for entry in entries:
             p = entry.payload
@@ -265,6 +271,11 @@ class Shipper:
             elif kind == "samples":
                 if store is not None:
                     self._ship_samples(store, entry)
+            elif kind == "delete":
+                if replay:
+                    self.local.delete_runs(p["run_ids"])
+                if store is not None:
+                    store.delete_runs(p["run_ids"])
             elif kind == "steps":
                 if replay:  # the local append may have failed, or been cut short by a crash
                     self._replay_steps(p["run_id"], p["experiment"], p["steps"])

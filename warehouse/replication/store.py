@@ -81,6 +81,17 @@ class ReplicatingStore:
         ):
             self._ship([entry])
 
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        """The deletion goes in the outbox first, the runs' waiting writes leave it (so nothing
+        comes back when it drains), then the local copy goes and the deletion ships."""
+        if not run_ids:
+            return 0
+        entry = self.shipper.outbox.add("delete", {"run_ids": list(run_ids)})
+        self.shipper.outbox.purge(run_ids)
+        count = self.local.delete_runs(run_ids)
+        self._ship([entry])
+        return count
+
     def _local(self, entries: list[Entry], write: Callable[[], object], *, keep: bool) -> bool:
         """The local write: True when done. A refused record takes its entries with it (there
         is nothing to ship); with ``keep``, entries whose write failed for a reason outside the

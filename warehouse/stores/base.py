@@ -282,6 +282,11 @@ class Store(Protocol):
         """A run's step documents in ``seq`` order."""
         ...
 
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        """Delete these runs with their samples and steps; returns how many runs were there.
+        Deleting a run that is not there is not an error (a deletion may be replayed)."""
+        ...
+
     def close(self) -> None:
         """Release connections and caches; the store may not be used afterwards."""
         ...

@@ -551,6 +551,24 @@ class ElasticStore:
             lambda: self._map_errors(f"search {kind}"),
         )
 
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        """``delete_by_query`` on samples and steps (a data stream allows it), the run
+        documents last; each refreshed, so every view answers without them at once."""
+        if not run_ids:
+            return 0
+        query = {"terms": {"run_id": list(run_ids)}}
+        found = 0
+        with self._map_errors("delete runs"):
+            for kind in ("samples", "steps", "runs"):
+                if not self._exists(kind):
+                    continue
+                answer = self.client.delete_by_query(
+                    index=self.names[kind], query=query, refresh=True, conflicts="proceed"
+                ).body
+                if kind == "runs":
+                    found = int(answer.get("deleted", 0))
+        return found
+
     # admin ---------------------------------------------------------------------------------
     def install(self) -> list[tuple[str, str, str]]:
         """Install/update templates, the aliased first indices and the steps stream.

@@ -394,6 +394,26 @@ class LocalStore:
         )
 
     # life ---------------------------------------------------------------------------------
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        """Remove the run files, sample folders and step files, then tell the catalog (a
+        journaled id whose file is gone leaves every view)."""
+        import shutil
+
+        ids = [_check_id(r, "run_id") for r in run_ids]
+        found = 0
+        with self._map_errors(f"delete runs from {self.home.root}"):
+            for run_id in ids:
+                path = self.home.run_file(run_id)
+                if path.exists():
+                    found += 1
+                    path.unlink()
+                shutil.rmtree(self.home.samples / run_id, ignore_errors=True)
+                self.home.steps_file(run_id).unlink(missing_ok=True)
+            if ids and self.home.root.exists():
+                self._catalog.record(ids)
+            self._samples.clear()
+        return found
+
     def close(self) -> None:
         self._catalog.clear()
         self._samples.clear()
