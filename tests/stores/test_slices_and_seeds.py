@@ -148,3 +148,18 @@ def test_the_config_hash_ignores_seeds_and_key_order_only() -> None:
         {"train": {"data_seed": 9}}, SEED_KEYS
     )
     assert config_hash({"seed": 1}, ()) != config_hash({"seed": 2}, ())  # no seed keys
+
+
+def test_tied_seeds_name_the_same_best_run_as_the_leaderboard(store: Store) -> None:
+    """Two seeds score the same: every ranked view settles the tie the same way (the earlier
+    end, then the smaller run id), so `replicates` and `leaderboard` name the same run."""
+    from warehouse.query import views
+
+    right = [True] * 9 + [False]
+    write(store, "z-early", "tie", {"lr": 1, "seed": 0}, right, day=1)
+    write(store, "a-late", "tie", {"lr": 1, "seed": 1}, right, day=2)
+    write(store, "m-worse", "tie", {"lr": 1, "seed": 2}, [True] * 8 + [False] * 2, day=3)
+    (group,) = replicates(store, METRIC, experiment="tie", flips=False)
+    (row,) = views.leaderboard(store, metric="val.acc")
+    assert group["best_run_id"] == row["best_run_id"] == "z-early"
+    assert group["worst_run_id"] == "m-worse"

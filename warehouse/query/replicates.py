@@ -60,7 +60,7 @@ def replicates(
 
     named = f"experiment:{views.quote(experiment)}" if experiment else None
     fields = ("run_id", "experiment", "config_hash_noseed", "sample_counts", "metrics_ci",
-              metric.path)  # fmt: skip
+              "ended_at", metric.path)  # fmt: skip
     found = views.runs(store, views.and_filters(filter, named), limit=None, fields=fields)
     groups: dict[tuple[str, str], list[tuple[str, float, dict[str, Any]]]] = {}
     for run in found:
@@ -75,7 +75,8 @@ def replicates(
     rows: list[dict[str, Any]] = []
     for (name, group), members in groups.items():
         scores = np.array([s for _, s, _ in members])
-        ranked = sorted(members, key=lambda m: (-sign * m[1], m[0]))
+        # ties as every ranked view settles them: the earlier end, then the smaller run id
+        ranked = sorted(members, key=lambda m: (-sign * m[1], _ended(m[2]), m[0]))
         ci = stats.mean_interval(scores)
         std = float(scores.std(ddof=1)) if len(scores) > 1 else None
         mean = float(scores.mean())
@@ -114,6 +115,14 @@ def leaderboard_by_group(
         {"rank": rank, **{k: row[k] for k in BY_GROUP_COLUMNS if k != "rank"}}
         for rank, row in enumerate(ranked, 1)
     ]
+
+
+def _ended(run: dict[str, Any]) -> str:
+    """A sortable end time (ISO-8601 UTC strings sort in time order); unfinished runs last."""
+    from warehouse.values import iso_utc, parse_time
+
+    moment = parse_time(run.get("ended_at"))
+    return "~" if moment is None else iso_utc(moment)
 
 
 def _flip_rate(store: Store, runs: Sequence[dict[str, Any]], metric: Metric) -> float | None:
