@@ -163,3 +163,28 @@ def test_tied_seeds_name_the_same_best_run_as_the_leaderboard(store: Store) -> N
     (row,) = views.leaderboard(store, metric="val.acc")
     assert group["best_run_id"] == row["best_run_id"] == "z-early"
     assert group["worst_run_id"] == "m-worse"
+
+
+def test_over_time_by_group_lets_no_lucky_seed_set_a_record(store: Store) -> None:
+    """Group A: seeds at 0.9, 0.7, 0.7 (mean 0.767); group B, later: 0.8 three times. Per
+    run, A's lucky 0.9 is the record for ever; by group, B's mean beats A's when it is done."""
+    from warehouse.query import views
+    from warehouse.query.replicates import over_time_by_group
+
+    def scored(acc_tenths: int) -> list[bool]:
+        return [True] * acc_tenths + [False] * (10 - acc_tenths)
+
+    for day, (seed, tenths) in enumerate([(0, 9), (1, 7), (2, 7)], 1):
+        write(store, f"a{seed}", "exp-a", {"lr": 1, "seed": seed}, scored(tenths), day)
+    for day, seed in enumerate(range(3), 4):
+        write(store, f"b{seed}", "exp-b", {"lr": 2, "seed": seed}, scored(8), day)
+    per_run = views.over_time(store, "val.acc")
+    assert per_run[-1]["best_so_far"] == pytest.approx(0.9)
+    points = over_time_by_group(store, METRIC)
+    assert [(p["experiment"], p["n_seeds"], p["is_new_best"]) for p in points] == [
+        ("exp-a", 3, True),
+        ("exp-b", 3, True),
+    ]
+    assert points[0]["mean"] == pytest.approx((0.9 + 0.7 + 0.7) / 3)
+    assert points[-1]["best_so_far"] == pytest.approx(0.8)
+    assert points[-1]["best_experiment"] == "exp-b"

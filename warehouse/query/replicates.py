@@ -12,7 +12,7 @@ recorded; runs of one experiment sharing it form a *replicate group*. For each g
   is not the same across the seeds.
 
 :func:`leaderboard_by_group` ranks experiments by their best group's mean instead of their best
-single run.
+single run; :func:`over_time_by_group` is the running best of group means over time.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ REPLICATE_COLUMNS = (
     "lucky_seed",
     "flip_rate",
 )
+OVER_TIME_BY_GROUP_COLUMNS = ("ended_at", "experiment", "group", "n_seeds", "mean",
+                              "best_so_far", "best_experiment", "is_new_best")  # fmt: skip
 BY_GROUP_COLUMNS = ("rank", "experiment", "group", "n_seeds", "mean", "std", "ci_low", "ci_high",
                     "lucky_seed")  # fmt: skip
 LUCKY_SIGMAS = 2.0
@@ -56,21 +58,7 @@ def replicates(
     flips: bool = True,
 ) -> list[dict[str, Any]]:
     """One row per replicate group, best mean first."""
-    from warehouse.query import views
-
-    named = f"experiment:{views.quote(experiment)}" if experiment else None
-    fields = ("run_id", "experiment", "config_hash_noseed", "sample_counts", "metrics_ci",
-              "ended_at", metric.path)  # fmt: skip
-    found = views.runs(store, views.and_filters(filter, named), limit=None, fields=fields)
-    groups: dict[tuple[str, str], list[tuple[str, float, dict[str, Any]]]] = {}
-    for run in found:
-        score = views.finite(get_path(run, metric.path))
-        group = run.get("config_hash_noseed")
-        if score is None or not group:
-            continue
-        groups.setdefault((str(run["experiment"]), str(group)), []).append(
-            (str(run["run_id"]), score, run)
-        )
+    groups = _groups(store, metric, experiment, filter)
     sign = 1.0 if metric.direction == "max" else -1.0
     rows: list[dict[str, Any]] = []
     for (name, group), members in groups.items():
@@ -101,6 +89,69 @@ def replicates(
         )
     rows.sort(key=lambda r: (-sign * float(r["mean"]), str(r["experiment"]), str(r["group"])))
     return rows
+
+
+Member = tuple[str, float, dict[str, Any]]
+"""One run of a replicate group: ``(run_id, score, the run's fields)``."""
+
+
+def _groups(
+    store: Store, metric: Metric, experiment: str | None, filter: str | None
+) -> dict[tuple[str, str], list[Member]]:
+    """The scored runs matching ``filter`` (and ``experiment``) by (experiment, group)."""
+    from warehouse.query import views
+
+    named = f"experiment:{views.quote(experiment)}" if experiment else None
+    fields = ("run_id", "experiment", "config_hash_noseed", "sample_counts", "metrics_ci",
+              "ended_at", metric.path)  # fmt: skip
+    found = views.runs(store, views.and_filters(filter, named), limit=None, fields=fields)
+    groups: dict[tuple[str, str], list[Member]] = {}
+    for run in found:
+        score = views.finite(get_path(run, metric.path))
+        group = run.get("config_hash_noseed")
+        if score is None or not group:
+            continue
+        groups.setdefault((str(run["experiment"]), str(group)), []).append(
+            (str(run["run_id"]), score, run)
+        )
+    return groups
+
+
+def over_time_by_group(
+    store: Store, metric: Metric, *, filter: str | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """The running best of replicate-group means over time: one point per group, at the end
+    of its last run, so one lucky seed cannot set a record on its own."""
+    sign = 1.0 if metric.direction == "max" else -1.0
+    points = []
+    for (name, group), members in _groups(store, metric, None, filter).items():
+        ends = [_ended(m[2]) for m in members]
+        if "~" in ends:  # a seed still running: the group's mean is not final yet
+            continue
+        mean = float(np.mean([m[1] for m in members]))
+        points.append((max(ends), name, group, len(members), mean))
+    points.sort(key=lambda p: (p[0], p[1], p[2]))
+    rows: list[dict[str, Any]] = []
+    best: tuple[float, str, str] | None = None
+    for ended, name, group, n, mean in points:
+        new = best is None or sign * mean > sign * best[0]
+        if new:
+            best = (mean, name, group)
+        assert best is not None
+        rows.append(
+            {
+                "ended_at": ended,
+                "experiment": name,
+                "group": group,
+                "n_seeds": n,
+                "mean": mean,
+                "best_so_far": best[0],
+                "best_experiment": best[1],
+                "best_group": best[2],
+                "is_new_best": new,
+            }
+        )
+    return rows[-limit:] if limit else rows
 
 
 def leaderboard_by_group(
