@@ -131,15 +131,8 @@ def edit_runs(
 ) -> list[Edited]:
     """Apply ``change`` (document in, changed copy out) to each run and write the ones that
     changed as new versions through ``write``. Refuses runs still recording."""
-    from warehouse.query.status import shown_status
-
     moment = now or datetime.now(UTC)
-    busy = [d["run_id"] for d in docs if shown_status(d, moment) == "running"]
-    if busy:
-        raise ConfigurationError(
-            f"{len(busy)} run(s) are still running ({', '.join(map(str, busy[:3]))}); change "
-            "them after they end (a running run's next save would undo the change)"
-        )
+    refuse_running(docs, moment, "change them after they end (its next save would undo it)")
     out: list[Edited] = []
     changed_docs: list[dict[str, Any]] = []
     for doc in docs:
@@ -160,6 +153,17 @@ def edit_runs(
     if changed_docs:
         write.write_runs(changed_docs)
     return out
+
+
+def refuse_running(docs: Sequence[dict[str, Any]], now: datetime, advice: str) -> None:
+    """A clear error naming the runs still recording (a ``lost`` run is not one of them)."""
+    from warehouse.query.status import shown_status
+
+    busy = [str(d["run_id"]) for d in docs if shown_status(d, now) == "running"]
+    if busy:
+        raise ConfigurationError(
+            f"{len(busy)} run(s) are still running ({', '.join(busy[:3])}); {advice}"
+        )
 
 
 def _next_version(previous: Any, now: datetime) -> str:
@@ -213,15 +217,7 @@ def delete_runs(
     store and object store, the deletion takes the durable path and waiting writes of these
     runs leave the outbox, so nothing comes back after a sync or a push. Refuses runs still
     recording."""
-    from warehouse.query.status import shown_status
-
-    moment = now or datetime.now(UTC)
-    busy = [d["run_id"] for d in docs if shown_status(d, moment) == "running"]
-    if busy:
-        raise ConfigurationError(
-            f"{len(busy)} run(s) are still running ({', '.join(map(str, busy[:3]))}); delete "
-            "them after they end, or once they show as lost"
-        )
+    refuse_running(docs, now or datetime.now(UTC), "delete them after they end, or once lost")
     for doc in docs:
         for prefix in object_prefixes(doc, objects.uri("_")[:-1]):
             objects.delete_prefix(prefix)
