@@ -136,11 +136,13 @@ def finish(
     settings: Settings | None = None,
     filter: str | None = None,
 ) -> None:
-    """Say on stderr when nothing matched — and why, when the warehouse holds no run at all
-    (a mistyped WAREHOUSE_HOME) or a filter was given; exit 1 then if --fail-empty was given."""
+    """Say on stderr when nothing matched — and why: the warehouse holds no run at all (a
+    mistyped WAREHOUSE_HOME), or the filter looks mistyped (``metrics.val.acc>0.9``: the
+    filter meant, :mod:`warehouse.cli.filter_hints`); exit 1 then if --fail-empty was given."""
     if count:
         return
     message = f"no {what}" + (f" (filter: {filter})" if filter else "")
+    hints: list[str] = []
     if settings is not None and _holds_no_run(settings):
         from warehouse.report import describe_source
 
@@ -148,7 +150,15 @@ def finish(
             f"no runs recorded in {describe_source(settings)} yet — record one (warehouse demo, "
             "the Hydra callback, warehouse.start_run) or check WAREHOUSE_HOME / es_url"
         )
+    elif settings is not None and filter:
+        from warehouse.cli import filter_hints
+        from warehouse.stores import open_store
+
+        with open_store(settings) as store:
+            hints = filter_hints.hints(filter, store)
     info(message)
+    for line in hints:
+        info(line)
     if fail_empty:
         raise typer.Exit(1)
 
@@ -167,9 +177,11 @@ def render_rows(
     columns: Sequence[str] | None = None,
     title: str | None = None,
     empty: Sequence[str] | None = None,
+    **table: Any,
 ) -> int:
-    """``empty``: the view's columns, the CSV header when nothing matched."""
-    return render(rows, fmt, columns=columns, title=title, empty_header=empty)
+    """``empty``: the view's columns, the CSV header when nothing matched; ``table``: what a
+    table takes besides (:func:`warehouse.output.write_table`)."""
+    return render(rows, fmt, columns=columns, title=title, empty_header=empty, **table)
 
 
 # --- runs -------------------------------------------------------------------------------
@@ -217,7 +229,7 @@ def runs(
     settings = load_settings(primary_metric=metric, direction=direction)
     wanted = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     whole_docs = fmt is Format.json and wanted is None
-    fields = None if whole_docs else (wanted or (*RUN_TABLE_FIELDS, "metrics"))
+    fields = None if whole_docs else (wanted or (*RUN_TABLE_FIELDS, "metrics", "primary_metric"))
     most = limit_or(limit, 100)
     with open_store(settings) as store:
         docs = views.runs(store, filter, sort or (), most, fields)
@@ -226,6 +238,7 @@ def runs(
     if whole_docs:
         count = render_rows(docs, fmt)
     else:
+        primary = None
         if wanted:
             cols = wanted
             blank = [c for c in cols if docs and all(get_path(d, c) is None for d in docs)]
@@ -234,22 +247,64 @@ def runs(
                     f"no run shown has a value for {', '.join(blank)}; check the name "
                     "(`warehouse query runs -n 1 --format json` shows a whole run)"
                 )
-        elif fmt is Format.table:  # the metric in force, in every split: fits a terminal
-            name, _ = metric_in_force(settings, metric, direction)
-            from warehouse.models import resolve_metric
-
-            primary = resolve_metric(name).name
-            cols = [
-                *RUN_TABLE_FIELDS[:3],
-                "ended_at",
-                "duration_s",
-                *_metric_columns(docs, primary),
-            ]
+        elif fmt is Format.table:  # most wanted first: a narrow terminal drops the last
+            primary = _primary_path(settings, docs, metric, direction)
+            cols = _run_columns(docs, primary)
         else:
             cols = [*RUN_TABLE_FIELDS, *_metric_columns(docs)]
         rows = ({c: get_path(d, c) for c in cols} for d in docs)
-        count = render_rows(rows, fmt, columns=cols)
+        count = render_rows(
+            rows,
+            fmt,
+            columns=cols,
+            primary=None if wanted else primary,
+            more="--columns picks them, --format json shows whole runs",
+        )
     finish(count, fail_empty, "runs match", settings, filter)
+
+
+def _primary_path(
+    settings: Settings,
+    docs: Sequence[Mapping[str, Any]],
+    metric: str | None,
+    direction: DirectionChoice | None,
+) -> str:
+    """The primary metric's column: the flag or setting in force, else the primary metric most
+    of the shown runs were recorded with."""
+    from collections import Counter
+
+    from warehouse.models import resolve_metric
+
+    name, _ = metric_in_force(settings, metric, direction)
+    if not {"primary_metric", "direction"} & settings.model_fields_set:
+        recorded = Counter(
+            str((d.get("primary_metric") or {}).get("name"))
+            for d in docs
+            if (d.get("primary_metric") or {}).get("name")
+        )
+        name = recorded.most_common(1)[0][0] if recorded else name
+    return resolve_metric(name).path
+
+
+def _run_columns(docs: Sequence[Mapping[str, Any]], primary: str) -> list[str]:
+    """The default table's columns, most wanted first: identity, the primary metric, the same
+    metric in the other splits, the other metrics, the status, then the times."""
+    metrics = _metric_columns(docs)
+    name = primary.rsplit(".", 1)[-1]
+    first = [primary] if primary in metrics else []
+    same = [m for m in metrics if m.rsplit(".", 1)[-1] == name and m != primary]
+    others = [m for m in metrics if m not in first and m not in same]
+    return [
+        "run_id",
+        "experiment",
+        *first,
+        *same,
+        *others,
+        "status",
+        "ended_at",
+        "duration_s",
+        "started_at",
+    ]
 
 
 def _metric_columns(docs: Sequence[Mapping[str, Any]], only: str | None = None) -> list[str]:

@@ -38,6 +38,29 @@ class IntervalChoice(StrEnum):
     month = "month"
 
 
+SAME = "≈"
+"""Marks a leaderboard row whose lead over the next row is not significant."""
+
+
+def _marked(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows with a ``≈`` column after the score when some row's gap to the next row is not
+    significant (``vs_next_p >= 0.05``), and the caption line that says what it means."""
+    if not any(isinstance(r.get("vs_next_p"), float) and r["vs_next_p"] >= 0.05 for r in rows):
+        return rows, []
+    marked = []
+    for row in rows:
+        p = row.get("vs_next_p")
+        mark = SAME if isinstance(p, float) and p >= 0.05 else ""
+        items = list(row.items())
+        at = next((i + 1 for i, (k, _) in enumerate(items) if k == "best_score"), len(items))
+        marked.append(dict([*items[:at], (SAME, mark), *items[at:]]))
+    note = (
+        f"{SAME}: not significantly better than the next row (paired test on the samples both "
+        "runs have, vs_next_p ≥ 0.05): the ranking may be luck"
+    )
+    return marked, [note]
+
+
 def _ranked_view(
     ask: Callable[[Store, Settings, str, str | None], list[dict[str, Any]]],
     metric: str | None,
@@ -49,10 +72,13 @@ def _ranked_view(
     empty: Sequence[str],
     what: str = "run has a value of",
     title: str | None = None,
+    keep: Sequence[str] = (),
     **settings_flags: Any,
 ) -> None:
     """A view ranked by a metric: settings with the flags, ``ask(store, settings, metric,
-    direction)`` for the rows, then the table (``title`` may name ``{name}``) or JSON/CSV."""
+    direction)`` for the rows, then the table (``title`` may name ``{name}``; ``keep``: the
+    columns a narrow terminal keeps first, see :func:`warehouse.output.write_table`) or
+    JSON/CSV."""
     from warehouse.errors import QuerySyntaxError
     from warehouse.models import resolve_metric
     from warehouse.query.coverage import default_metric, left_out
@@ -76,7 +102,10 @@ def _ranked_view(
             ) from None
         missing = left_out(store, chosen, filter).message()
     shown = title.format(name=name) if title else None
-    rendered = render_rows(rows, fmt, title=shown, empty=empty)
+    notes: list[str] = []
+    if fmt is Format.table:
+        rows, notes = _marked(rows)
+    rendered = render_rows(rows, fmt, title=shown, empty=empty, keep=keep, notes=notes)
     if missing:
         info(missing)
     finish(rendered, fail_empty, f"{what} {name}", settings, filter)
@@ -155,6 +184,7 @@ def leaderboard(
         fail_empty,
         empty=_by_group_columns() if by_group else views.LEADERBOARD_EVIDENCE_COLUMNS,
         title="best {name}",
+        keep=("rank", "experiment", "best_score", SAME),
     )
 
 
@@ -199,6 +229,15 @@ def over_time(
         fmt,
         fail_empty,
         empty=views.OVER_TIME_COLUMNS if period is None else views.OVER_TIME_PERIOD_COLUMNS,
+        # the question is the running best: when, how good, and the run that set it
+        keep=(
+            ("period" if period else "ended_at"),
+            "best_so_far",
+            "run_id",
+            "experiment",
+            "score",
+            "is_new_best",
+        ),
         what="ended run has a value of",
     )
 
@@ -241,5 +280,7 @@ def decomposition(
         fmt,
         fail_empty,
         empty=views.DECOMPOSITION_COLUMNS,
+        # the question is bias/variance per experiment: the errors before the run and score
+        keep=("experiment", *views.DECOMPOSITION_KEYS[1:]),
         baseline_error=baseline_error,
     )

@@ -79,6 +79,7 @@ def _show_table(doc: Mapping[str, Any]) -> None:
         "run": identity,
         "error": {k: v for k, v in error.items() if k != "traceback" and v},
         "git": {k: v for k, v in (doc.get("git") or {}).items() if v not in (None, "")},
+        "hydra": _hydra_section(doc.get("hydra") or {}),
         "decomposition": {
             k: v for k, v in (doc.get("decomposition") or {}).items() if v is not None
         },
@@ -103,6 +104,14 @@ def _show_table(doc: Mapping[str, Any]) -> None:
     if doc.get("config"):
         text = yaml.safe_dump(doc["config"], sort_keys=False, allow_unicode=True)
         write_text(text, out, title="config")
+
+
+def _hydra_section(hydra: Mapping[str, Any]) -> dict[str, Any]:
+    """The Hydra job and its sweep, as the JSON has them: mode, job name and number, the
+    sweep's id and folder, the job's folder, the folder it was started from."""
+    order = ("mode", "job_name", "job_num", "sweep_id", "sweep_dir", "run_dir", "original_cwd")
+    keys = [*order, *(k for k in hydra if k not in order)]
+    return {k: hydra[k] for k in keys if hydra.get(k) not in (None, "", [], {})}
 
 
 @query_app.command()
