@@ -757,10 +757,11 @@ def test_a_narrow_terminal_leaves_columns_out_rather_than_cutting_values(
     assert [line.split()[:2] for line in body] == [
         [f"{i:032x}"[:12], f"digits-random-forest-{i}"] for i in range(3)
     ]
-    note = next(line for line in lines if line.startswith("left out to fit 80 columns"))
+    at = next(i for i, line in enumerate(lines) if line.startswith("left out to fit 80 columns"))
+    note = " ".join(lines[at:])
     assert "metrics.val.m11" in note  # the last columns are the ones named
-    assert "--format json" in text
-    assert "metrics.val.m11" not in "\n".join(lines[: lines.index(note)])
+    assert "--format json" in note
+    assert "metrics.val.m11" not in "\n".join(lines[:at])
 
 
 def test_a_long_text_column_wraps_on_a_narrow_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
