@@ -262,7 +262,7 @@ IDENTITY_COLUMNS = frozenset(
 )
 PRIMARY_COLUMNS = frozenset({"score", "best_score"})
 _TIME_COLUMN = re.compile(r"(_at|_s|^timestamp|^date)$")
-_HEADER_BREAK = re.compile(r"(?<=[_.])")
+_BREAK = re.compile(r"(?<=[_.\-/])")
 
 
 def column_priority(column: str, primary: str | None = None) -> int:
@@ -316,11 +316,12 @@ def write_table(
 
     The table never cuts a value short. A column holding the same value in every row (of two
     or more) moves into the caption under the table. When the width is limited (a terminal,
-    or ``COLUMNS`` set), long texts (URIs, messages) wrap, long headers break after ``_`` or
-    ``.``, and the columns that still do not fit are left out, lowest priority first
-    (:func:`column_priority`; ``keep`` names the view's own identity columns, ``primary`` its
-    primary metric column), and named in the caption with ``more``: how to see them.
+    or ``COLUMNS`` set), long texts (URIs, names) and headers break after ``_ . - /``, and
+    the columns that still do not fit are left out, lowest priority first
+    (:func:`column_priority`; ``keep`` names the columns the view wants first, ``primary``
+    its primary metric column), and named in the caption with ``more``: how to see them.
     """
+
     materialised = list(rows)
     if not materialised:
         return 0
@@ -353,7 +354,7 @@ def write_table(
     least = {
         c: max(
             natural[c] if numeric[c] else min(natural[c], FOLD_WIDTH),
-            max(cell_len(part) for part in _HEADER_BREAK.split(c)),
+            max(cell_len(part) for part in _BREAK.split(c)),
         )
         for c in cols
     }
@@ -383,14 +384,17 @@ def write_table(
     for col in shown:
         folds = not numeric[col] and natural[col] > widths[col]
         table.add_column(
-            Text(_header(col, widths[col])),
+            Text(_broken(col, widths[col])),
             justify="right" if numeric[col] else "left",
             no_wrap=not folds,
             overflow="fold",
             width=widths[col],
         )
+    folded = {c for c in shown if not numeric[c] and natural[c] > widths[c]}
     for i in range(len(materialised)):
-        table.add_row(*(Text(cells[c][i]) for c in shown))
+        table.add_row(
+            *(Text(_broken(cells[c][i], widths[c]) if c in folded else cells[c][i]) for c in shown)
+        )
     console.print(table)
     for line in caption.lines(width, more):
         console.print(Text(line, style="dim"), soft_wrap=width is None)
@@ -437,10 +441,11 @@ def _widened(
     return widths
 
 
-def _header(column: str, width: int) -> str:
-    """``column`` broken after ``_`` or ``.`` into lines of at most ``width`` characters."""
+def _broken(text: str, width: int) -> str:
+    """``text`` broken after ``_ . - /`` into lines of at most ``width`` characters where it
+    can be (a longer piece is folded by rich); no character is added or lost."""
     lines: list[str] = []
-    for part in _HEADER_BREAK.split(column):
+    for part in _BREAK.split(text):
         if lines and len(lines[-1]) + len(part) <= width:
             lines[-1] += part
         else:
