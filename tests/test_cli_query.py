@@ -864,3 +864,71 @@ def test_a_chosen_column_no_run_has_is_pointed_out(world: Path) -> None:
     assert result.exit_code == 0
     assert "no run shown has a value for metrics.val.acuracy" in result.stderr
     assert result.stdout.splitlines()[0] == "run_id,metrics.val.acuracy"
+
+
+# --- filters that are probably typos ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("view", "filter", "meant"),
+    [
+        pytest.param("runs", "metrics.val.acc>0.9", "metrics.val.acc:>0.9", id="no-colon-gt"),
+        pytest.param("runs", "metrics.val.acc>=0.9", "metrics.val.acc:>=0.9", id="no-colon-ge"),
+        pytest.param("runs", "metrics.val.loss<0.3", "metrics.val.loss:<0.3", id="no-colon-lt"),
+        pytest.param("runs", "experiment=svm", "experiment:svm", id="equals"),
+        pytest.param(
+            "leaderboard",
+            "experiment=svm AND NOT tags:debug",
+            "experiment:svm AND NOT tags:debug",
+            id="equals-in-a-ranked-view",
+        ),
+        pytest.param("runs", "svn", "experiment:svm", id="bare-word-close-to-a-value"),
+        pytest.param("runs", "experiment:tre", "experiment:tree", id="value-close-to-one"),
+    ],
+)
+def test_a_filter_that_looks_mistyped_says_what_was_meant(
+    world: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    view: str,
+    filter: str,
+    meant: str,
+) -> None:
+    assert run_main(["query", view, "-q", filter, "-f", "json"], monkeypatch) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == []
+    assert f"did you mean -q '{meant}'?" in " ".join(err.split())
+    # the filter meant does match: the hint is worth following
+    assert json.loads(query(view, "-q", meant, "-f", "json").stdout) != []
+
+
+def test_a_mistyped_filter_still_exits_1_with_fail_empty(
+    world: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run_main(["query", "runs", "-q", "metrics.val.acc>0.9", "--fail-empty"], monkeypatch)
+    assert code == 1
+    assert "did you mean" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "filter",
+    [
+        pytest.param("metrics.val.acc:>0.999", id="a-well-formed-range"),
+        pytest.param("experiment:svm AND experiment:knn", id="well-formed-terms"),
+    ],
+)
+def test_a_well_formed_filter_that_matches_nothing_gets_no_guess(world: Path, filter: str) -> None:
+    result = query("runs", "-q", filter)
+    assert result.exit_code == 0
+    assert "no runs match" in result.stderr
+    assert "did you mean" not in result.stderr
+
+
+def test_a_bare_word_inside_a_value_points_at_a_wildcard() -> None:
+    from warehouse.cli.filter_hints import suggest
+
+    values = {"experiment": ["digits-svm", "digits-knn"], "tags": ["demo"]}
+    lines = suggest("svm", lambda field: values[field])
+    assert "digits-svm" in lines[0]
+    assert lines[-1] == "did you mean -q 'experiment:*svm*'?"
+    assert suggest("demo", lambda field: values[field]) == []  # a recorded tag: no guess
