@@ -160,3 +160,38 @@ def test_slices_replicates_hardest_and_by_group_from_the_cli(
     )
     assert code == 0, err
     assert [r["experiment"] for r in json.loads(out)] == ["wide", "narrow"]
+
+
+def test_the_leaderboard_marks_a_lead_that_is_not_significant(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """alpha beats beta by one sample (McNemar on 1 discordant pair: p = 1), beta beats gamma
+    on 179 samples, all one way (p far below 0.05): only alpha's row gets the ≈."""
+    record("alpha", set(range(380)))
+    record("beta", set(range(379)))
+    record("gamma", set(range(200)))
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out, err = run_main(["query", "leaderboard"], monkeypatch, capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    marks = {}
+    for line in lines:
+        words = line.split()
+        if len(words) > 2 and words[1] in ("alpha", "beta", "gamma"):
+            marks[words[1]] = "≈" in words
+    assert marks == {"alpha": True, "beta": False, "gamma": False}
+    assert any(line.startswith("≈: not significantly better than the next row") for line in lines)
+    code, out, _ = run_main(["query", "leaderboard", "-f", "json"], monkeypatch, capsys)
+    assert "≈" not in out  # the marker is for people; scripts read vs_next_p
+    rows = json.loads(out)
+    assert [r["vs_next_p"] >= 0.05 for r in rows[:2]] == [True, False]
+
+
+def test_a_leaderboard_without_a_doubtful_lead_has_no_marker(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record("alpha", set(range(380)))
+    record("gamma", set(range(200)))
+    code, out, err = run_main(["query", "leaderboard"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "≈" not in out

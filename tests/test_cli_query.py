@@ -28,6 +28,24 @@ from warehouse.stores.local import LocalStore
 
 runner = CliRunner()
 
+CAPTIONS = ("same in every row:", "no value in any row:", "left out to fit", "≈:")
+"""How the lines a table writes under itself begin."""
+
+
+@pytest.fixture(autouse=True)
+def unlimited_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables piped without COLUMNS have no width limit; tests that want one set COLUMNS."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
+def table_body(text: str) -> list[str]:
+    """A table's row lines: after the header's rule, before the caption."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    rule = next(i for i, line in enumerate(lines) if set(line.strip()) == {"─"})
+    body = lines[rule + 1 :]
+    end = next((i for i, line in enumerate(body) if line.startswith(CAPTIONS)), len(body))
+    return body[:end]
+
 
 @pytest.fixture
 def world(home: Path) -> Path:
@@ -96,11 +114,8 @@ def test_every_view_prints_a_table_for_people(world: Path, view: str) -> None:
     args, count = VIEWS[view]
     result = query(*args)
     assert result.exit_code == 0, result.output
-    lines = [line for line in result.stdout.splitlines() if line.strip()]
     if count is not None:
-        header_and_rule = 2
-        title = 1 if view == "leaderboard" else 0
-        assert len(lines) == count + header_and_rule + title
+        assert len(table_body(result.stdout)) == count
 
 
 NO_EVIDENCE = dict.fromkeys(
@@ -721,27 +736,32 @@ class _Terminal(io.StringIO):
 
 
 def test_a_narrow_terminal_leaves_columns_out_rather_than_cutting_values(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     rows = [
         {
             "run_id": f"{i:032x}",
-            "experiment": "digits-random-forest",
+            "experiment": f"digits-random-forest-{i}",
             **{f"metrics.val.m{k}": 0.123456 * k + i for k in range(12)},
         }
         for i in range(3)
     ]
     out = _Terminal()
     write_table(rows, out)
-    lines = out.plain().splitlines()
+    text = out.plain()
+    lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
-    assert "…" not in out.plain()
-    assert lines[2].split()[:2] == ["000000000000", "digits-random-forest"]
-    note = capsys.readouterr().err
-    assert "did not fit in 80 characters" in note
+    assert "…" not in text
+    body = table_body(text)
+    assert [line.split()[:2] for line in body] == [
+        [f"{i:032x}"[:12], f"digits-random-forest-{i}"] for i in range(3)
+    ]
+    at = next(i for i, line in enumerate(lines) if line.startswith("left out to fit 80 columns"))
+    note = " ".join(lines[at:])
     assert "metrics.val.m11" in note  # the last columns are the ones named
-    assert "metrics.val.m11" not in out.plain()
+    assert "--format json" in note
+    assert "metrics.val.m11" not in "\n".join(lines[:at])
 
 
 def test_a_long_text_column_wraps_on_a_narrow_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -844,3 +864,71 @@ def test_a_chosen_column_no_run_has_is_pointed_out(world: Path) -> None:
     assert result.exit_code == 0
     assert "no run shown has a value for metrics.val.acuracy" in result.stderr
     assert result.stdout.splitlines()[0] == "run_id,metrics.val.acuracy"
+
+
+# --- filters that are probably typos ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("view", "filter", "meant"),
+    [
+        pytest.param("runs", "metrics.val.acc>0.9", "metrics.val.acc:>0.9", id="no-colon-gt"),
+        pytest.param("runs", "metrics.val.acc>=0.9", "metrics.val.acc:>=0.9", id="no-colon-ge"),
+        pytest.param("runs", "metrics.val.loss<0.3", "metrics.val.loss:<0.3", id="no-colon-lt"),
+        pytest.param("runs", "experiment=svm", "experiment:svm", id="equals"),
+        pytest.param(
+            "leaderboard",
+            "experiment=svm AND NOT tags:debug",
+            "experiment:svm AND NOT tags:debug",
+            id="equals-in-a-ranked-view",
+        ),
+        pytest.param("runs", "svn", "experiment:svm", id="bare-word-close-to-a-value"),
+        pytest.param("runs", "experiment:tre", "experiment:tree", id="value-close-to-one"),
+    ],
+)
+def test_a_filter_that_looks_mistyped_says_what_was_meant(
+    world: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    view: str,
+    filter: str,
+    meant: str,
+) -> None:
+    assert run_main(["query", view, "-q", filter, "-f", "json"], monkeypatch) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == []
+    assert f"did you mean -q '{meant}'?" in " ".join(err.split())
+    # the filter meant does match: the hint is worth following
+    assert json.loads(query(view, "-q", meant, "-f", "json").stdout) != []
+
+
+def test_a_mistyped_filter_still_exits_1_with_fail_empty(
+    world: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run_main(["query", "runs", "-q", "metrics.val.acc>0.9", "--fail-empty"], monkeypatch)
+    assert code == 1
+    assert "did you mean" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "filter",
+    [
+        pytest.param("metrics.val.acc:>0.999", id="a-well-formed-range"),
+        pytest.param("experiment:svm AND experiment:knn", id="well-formed-terms"),
+    ],
+)
+def test_a_well_formed_filter_that_matches_nothing_gets_no_guess(world: Path, filter: str) -> None:
+    result = query("runs", "-q", filter)
+    assert result.exit_code == 0
+    assert "no runs match" in result.stderr
+    assert "did you mean" not in result.stderr
+
+
+def test_a_bare_word_inside_a_value_points_at_a_wildcard() -> None:
+    from warehouse.cli.filter_hints import suggest
+
+    values = {"experiment": ["digits-svm", "digits-knn"], "tags": ["demo"]}
+    lines = suggest("svm", lambda field: values[field])
+    assert "digits-svm" in lines[0]
+    assert lines[-1] == "did you mean -q 'experiment:*svm*'?"
+    assert suggest("demo", lambda field: values[field]) == []  # a recorded tag: no guess

@@ -88,6 +88,29 @@ def test_a_returned_value_that_is_not_a_number_is_left_out_with_a_warning(
     assert "val.best_ckpt='/ckpt/e3.pt'" in proc.stderr + proc.stdout
 
 
+def test_a_bare_number_returned_is_recorded_as_the_callbacks_primary_metric(
+    tmp_path: Path, home: Path
+) -> None:
+    proc = run_app(
+        tmp_path, "bare=true", "lr=0.25", "hydra.callbacks.warehouse.primary_metric=test.f1"
+    )
+    assert proc.returncode == 0, proc.stderr
+    [doc] = runs(home)
+    assert doc["status"] == "completed"
+    assert doc["metrics"] == {"test": {"f1": pytest.approx(0.75)}}  # 1 - lr, as the app returns
+    assert doc["primary_metric"]["name"] == "test.f1"
+    assert doc["primary_metric"]["value"] == pytest.approx(0.75)
+    assert "no final metrics recorded" not in proc.stderr + proc.stdout
+
+
+def test_a_bare_number_without_a_primary_metric_goes_to_the_default_one(
+    tmp_path: Path, home: Path
+) -> None:
+    assert run_app(tmp_path, "bare=true", "lr=0.4").returncode == 0
+    [doc] = runs(home)
+    assert doc["metrics"] == {"val": {"acc": pytest.approx(0.6)}}  # the setting: val.acc
+
+
 def test_a_failing_task_is_recorded_as_failed_with_the_error(tmp_path: Path, home: Path) -> None:
     proc = run_app(tmp_path, "fail=true")
     assert proc.returncode != 0

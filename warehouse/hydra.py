@@ -19,7 +19,8 @@ or spell the target out::
 ``on_job_start`` opens the run (status ``running``, config, git, environment);
 ``on_job_end`` closes it with the task's return value — a mapping split → metrics
 (``{"val": {"acc": 0.9}}``) or flat ``"split/metric"`` keys (``{"val/acc": 0.9}``); flat keys
-without a split go to the split ``all`` — and the job's status.
+without a split go to the split ``all``; a bare number is the ``primary_metric`` — and the
+job's status.
 
 Hydra turns exceptions raised by callbacks into warnings, so by default a failing warehouse
 only warns and never fails the experiment. With ``strict: true`` a warehouse failure ends the
@@ -130,9 +131,16 @@ class WarehouseCallback(Callback):
 
 def _log_returned_metrics(run: Any, value: Any) -> None:
     """The job's returned metrics; a value that is not a number (a checkpoint path) is left
-    out with a warning, never costing the run its other metrics or its completed status."""
+    out with a warning, never costing the run its other metrics or its completed status.
+    A bare number is the primary metric: its split and name come from the callback's
+    ``primary_metric`` (the setting's, ``val.acc``, when the callback names none)."""
     from warehouse.errors import InvalidRecord
 
+    if _is_number(value):
+        from warehouse.models import resolve_metric
+
+        metric = resolve_metric(run.settings.primary_metric)
+        value = {metric.split: {metric.name: value}}
     skipped: list[str] = []
     for split, metrics in split_metrics(value).items():
         for name, number in metrics.items():
@@ -146,6 +154,17 @@ def _log_returned_metrics(run: Any, value: Any) -> None:
             "%s — return numbers only; put paths and text in the config or in run tags",
             ", ".join(skipped),
         )
+
+
+def _is_number(value: Any) -> bool:
+    """A bare number a task returned (a numpy or torch scalar too), not a bool."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int | float):
+        return True
+    item = getattr(value, "item", None)
+    shape = getattr(value, "shape", None)
+    return callable(item) and shape in ((), None) and not isinstance(value, str | bytes)
 
 
 def _job_value(config: DictConfig, key: str) -> Any:

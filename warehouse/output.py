@@ -70,12 +70,14 @@ def render(
     title: str | None = None,
     out: TextIO | None = None,
     empty_header: Sequence[str] | None = None,
+    **table: Any,
 ) -> int:
     """Print ``rows`` on ``out`` (stdout) in ``fmt``; returns how many rows were printed.
 
     ``columns`` picks and orders the keys for tables and CSV (default: the first row's keys);
     JSON always prints each row whole. ``empty_header``: the CSV header when no row comes, so
-    a script reading the file finds its columns even then.
+    a script reading the file finds its columns even then. ``table``: what else a table
+    takes (:func:`write_table`: ``keep``, ``primary``, ``notes``, ``more``).
     """
     stream = out if out is not None else sys.stdout
     fmt = Format(fmt)
@@ -84,7 +86,7 @@ def render(
             return write_json(rows, stream)
         if fmt is Format.csv:
             return write_csv(rows, stream, columns=columns, empty_header=empty_header)
-        return write_table(rows, stream, columns=columns, title=title)
+        return write_table(rows, stream, columns=columns, title=title, **table)
     except BrokenPipeError as exc:  # not an OSError any more: click would exit 1 ("no match")
         raise OutputClosed from exc
 
@@ -252,6 +254,52 @@ def table_cell(value: Any, column: str, spec: str) -> str:
 FOLD_WIDTH = 24
 """A text column wider than this may wrap onto more lines when the terminal is narrow."""
 
+GAP = 2
+"""Characters between two columns: one of padding and the box's blank divider."""
+
+IDENTITY_COLUMNS = frozenset(
+    {"rank", "experiment", "sample_id", "field", "metric", "period", "split", "change", "name"}
+)
+PRIMARY_COLUMNS = frozenset({"score", "best_score"})
+_TIME_COLUMN = re.compile(r"(_at|_s|^timestamp|^date)$")
+_BREAK = re.compile(r"(?<=[_.\-/])")
+
+
+def column_priority(column: str, primary: str | None = None) -> int:
+    """How much a table wants ``column``, 0 first: identity (run ids, experiment), then the
+    primary metric, the other metrics, the status, and last the times and durations."""
+    if column in IDENTITY_COLUMNS or _ID_COLUMNS.search(column):
+        return 0
+    if column == primary or column in PRIMARY_COLUMNS:
+        return 1
+    if column == "status":
+        return 3
+    if _TIME_COLUMN.search(column):
+        return 4
+    return 2
+
+
+@dataclasses.dataclass
+class Caption:
+    """What a table says under itself: the columns it moved out or left out, and notes."""
+
+    same: dict[str, str] = dataclasses.field(default_factory=dict)
+    blank: list[str] = dataclasses.field(default_factory=list)
+    left_out: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def lines(self, width: int | None, more: str) -> list[str]:
+        found = []
+        if self.same:
+            found.append(
+                "same in every row: " + ", ".join(f"{k}={v}" for k, v in self.same.items())
+            )
+        if self.blank:
+            found.append("no value in any row: " + ", ".join(self.blank))
+        if self.left_out:
+            found.append(f"left out to fit {width} columns: {', '.join(self.left_out)} — {more}")
+        return found + self.notes
+
 
 def write_table(
     rows: Iterable[Mapping[str, Any]],
@@ -259,13 +307,21 @@ def write_table(
     *,
     columns: Sequence[str] | None = None,
     title: str | None = None,
+    keep: Sequence[str] = (),
+    primary: str | None = None,
+    notes: Sequence[str] = (),
+    more: str = "--format json or csv shows every column",
 ) -> int:
     """A rich table on ``out``: numbers right-aligned at one precision per column.
 
-    On a terminal the table never cuts a value short: numbers, ids and short texts keep their
-    width, long texts (URIs, messages) wrap, and the columns that do not fit at all are left
-    out, named in a note on stderr that says how to see them.
+    The table never cuts a value short. A column holding the same value in every row (of two
+    or more) moves into the caption under the table. When the width is limited (a terminal,
+    or ``COLUMNS`` set), long texts (URIs, names) and headers break after ``_ . - /``, and
+    the columns that still do not fit are left out, lowest priority first
+    (:func:`column_priority`; ``keep`` names the columns the view wants first, ``primary``
+    its primary metric column), and named in the caption with ``more``: how to see them.
     """
+
     materialised = list(rows)
     if not materialised:
         return 0
@@ -283,10 +339,38 @@ def write_table(
         )
         spec = number_format(values) if numeric[col] else ""
         cells[col] = [table_cell(v, col, spec) for v in values]
-    natural = {c: max(cell_len(c), *(cell_len(v) for v in cells[c])) for c in cols}
-    console = stdout_console(out)
-    terminal = console.is_terminal
-    shown = _fitting(cols, natural, numeric, console.width) if terminal else cols
+    caption = Caption(notes=list(notes))
+    if len(materialised) > 1:
+        for col in cols[1:]:  # the first column stays: a table needs one
+            if len(set(cells[col])) == 1:
+                if cells[col][0] == table_cell(None, col, ""):
+                    caption.blank.append(col)
+                else:
+                    caption.same[col] = cells[col][0]
+        cols = [c for c in cols if c not in caption.same and c not in caption.blank]
+    width = table_width(out)
+    console = stdout_console(out, width)
+    natural = {c: max(cell_len(v) for v in cells[c]) for c in cols}
+    least = {
+        c: max(
+            natural[c] if numeric[c] else min(natural[c], FOLD_WIDTH),
+            max(cell_len(part) for part in _BREAK.split(c)),
+        )
+        for c in cols
+    }
+    full = {c: max(natural[c], cell_len(c)) for c in cols}
+    ranked = sorted(
+        cols,
+        key=lambda c: (
+            (-1, keep.index(c)) if c in keep else (column_priority(c, primary), cols.index(c))
+        ),
+    )
+    if width is None:
+        widths = full
+    else:
+        chosen = _fitting(ranked, least, width)
+        widths = _widened(chosen, least, full, width)
+        caption.left_out = [c for c in cols if c not in widths]
     table = Table(
         title=title,
         title_justify="left",
@@ -294,38 +378,48 @@ def write_table(
         box=_box(),
         show_edge=False,
         pad_edge=False,
+        padding=(0, GAP - 1, 0, 0),
     )
+    shown = [c for c in cols if c in widths]
     for col in shown:
-        folds = not numeric[col] and natural[col] > FOLD_WIDTH
+        folds = not numeric[col] and natural[col] > widths[col]
         table.add_column(
-            col,
+            Text(_broken(col, widths[col])),
             justify="right" if numeric[col] else "left",
             no_wrap=not folds,
             overflow="fold",
-            min_width=FOLD_WIDTH if folds else natural[col],
+            width=widths[col],
         )
+    folded = {c for c in shown if not numeric[c] and natural[c] > widths[c]}
     for i in range(len(materialised)):
-        table.add_row(*(Text(cells[c][i]) for c in shown))
-    console.print(table)
-    hidden = [c for c in cols if c not in shown]
-    if hidden:
-        info(
-            f"[dim]{len(hidden)} more column{'s' if len(hidden) > 1 else ''} did not fit "
-            f"in {console.width} characters: {', '.join(hidden)}; widen the terminal or use "
-            "--format json|csv[/]"
+        table.add_row(
+            *(Text(_broken(cells[c][i], widths[c]) if c in folded else cells[c][i]) for c in shown)
         )
+    console.print(table)
+    for line in caption.lines(width, more):
+        console.print(Text(line, style="dim"), soft_wrap=width is None)
     return len(materialised)
 
 
-def _fitting(
-    cols: Sequence[str], natural: Mapping[str, int], numeric: Mapping[str, bool], width: int
-) -> list[str]:
-    """The leading columns whose smallest readable widths fit in ``width`` (at least one)."""
+def table_width(out: TextIO) -> int | None:
+    """The characters a table may use on ``out``: the terminal's width, else ``COLUMNS`` when
+    set (``COLUMNS=100 warehouse query runs | less``), else no limit."""
+    import os
+
+    if hasattr(out, "isatty") and out.isatty():
+        return stdout_console(out).width
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None
+
+
+def _fitting(ranked: Sequence[str], least: Mapping[str, int], width: int) -> list[str]:
+    """The columns, most wanted first, whose smallest readable widths fit in ``width`` (at
+    least one): the first that does not fit ends the list, so what goes is always the least
+    wanted."""
     shown: list[str] = []
     used = 0
-    for col in cols:
-        least = natural[col] if numeric[col] else min(natural[col], FOLD_WIDTH)
-        need = least + (2 if shown else 0)  # one space of padding each side between columns
+    for col in ranked:
+        need = least[col] + (GAP if shown else 0)
         if shown and used + need > width:
             break
         shown.append(col)
@@ -333,10 +427,36 @@ def _fitting(
     return shown
 
 
-def stdout_console(out: TextIO) -> Console:
+def _widened(
+    chosen: Sequence[str], least: Mapping[str, int], full: Mapping[str, int], width: int
+) -> dict[str, int]:
+    """Widths for ``chosen``: each its least, then the room left given to the most wanted
+    columns until each is at its full width (whole headers, unwrapped texts)."""
+    widths = {c: least[c] for c in chosen}
+    room = width - sum(widths.values()) - GAP * (len(chosen) - 1)
+    for col in chosen:
+        grow = min(max(room, 0), full[col] - widths[col])
+        widths[col] += grow
+        room -= grow
+    return widths
+
+
+def _broken(text: str, width: int) -> str:
+    """``text`` broken after ``_ . - /`` into lines of at most ``width`` characters where it
+    can be (a longer piece is folded by rich); no character is added or lost."""
+    lines: list[str] = []
+    for part in _BREAK.split(text):
+        if lines and len(lines[-1]) + len(part) <= width:
+            lines[-1] += part
+        else:
+            lines.append(part)
+    return "\n".join(lines)
+
+
+def stdout_console(out: TextIO, width: int | None = None) -> Console:
     """A rich console drawing on ``out``: the terminal's width and colours on a terminal, else
-    plain text that never wraps. A closed pipe raises :class:`OutputClosed` (rich would exit 1,
-    which scripts read as "no match")."""
+    plain text that never wraps (or wraps at ``width``). A closed pipe raises
+    :class:`OutputClosed` (rich would exit 1, which scripts read as "no match")."""
     from rich.console import Console
 
     terminal = out.isatty() if hasattr(out, "isatty") else False
@@ -345,7 +465,7 @@ def stdout_console(out: TextIO) -> Console:
         highlight=False,
         soft_wrap=False,
         force_terminal=terminal,
-        width=None if terminal else 100_000,
+        width=None if terminal else (width or 100_000),
         color_system="auto" if terminal else None,
     )
 
