@@ -130,10 +130,23 @@ def check(
     ] = 0.0,
     split: SplitOpt = None,
     column: ColumnOpt = None,
+    slice_by: Annotated[
+        str | None,
+        typer.Option(
+            "--slice",
+            help="Also fail when any slice of this sample column (label, or size:bins=5) is "
+            "significantly worse than the reference's same slice.",
+            show_default=False,
+        ),
+    ] = None,
+    min_n: Annotated[
+        int, typer.Option("--min-n", help="With --slice: judge slices of this many samples.", min=1)
+    ] = 30,
 ) -> None:
     """The regression gate: exit 1 when RUN is significantly worse than the reference on the
     samples both have (paired test), else 0. Without per-sample results the scores are
-    compared and the line says no test was possible.
+    compared and the line says no test was possible. With --slice, a slice that got
+    significantly worse fails it too, even when the overall score hides it.
 
     Example: warehouse check $RUN_ID --against best:resnet --metric val.acc --margin 0.005
     """
@@ -147,7 +160,15 @@ def check(
         judged = evidence.resolve_run(store, run, m)
         reference = evidence.resolve_run(store, against, m)
         verdict = evidence.check(
-            store, judged, reference, metric=m, split=split, column=column, margin=margin
+            store,
+            judged,
+            reference,
+            metric=m,
+            split=split,
+            column=column,
+            margin=margin,
+            slice_by=slice_by,
+            min_n=min_n,
         )
     typer.echo(verdict.line)
     raise typer.Exit(verdict.code)

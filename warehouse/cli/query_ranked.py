@@ -207,6 +207,14 @@ def over_time(
         ),
     ] = None,
     limit: Annotated[int | None, limit_opt("the latest points; default all")] = None,
+    by_group: Annotated[
+        bool,
+        typer.Option(
+            "--by-group",
+            help="The running best of replicate-group means (runs differing only in seeds), "
+            "one point per group when its last seed ended: no lucky seed sets a record.",
+        ),
+    ] = False,
     fmt: FormatOpt = Format.table,
     fail_empty: FailEmptyOpt = False,
     metric: MetricOpt = None,
@@ -219,10 +227,37 @@ def over_time(
     from warehouse.query import views
 
     period: Any = interval.value if interval is not None else None
+    if by_group and period is not None:
+        from warehouse.errors import ConfigurationError
+
+        raise ConfigurationError("--by-group gives one point per group; leave out --interval")
+
+    def ask(store: Store, _: Settings, name: str, way: str | None) -> list[dict[str, Any]]:
+        if by_group:
+            from warehouse.models import resolve_metric
+            from warehouse.query.replicates import over_time_by_group
+
+            m = resolve_metric(name, way)
+            return over_time_by_group(store, m, filter=filter, limit=limit_or(limit, None))
+        return views.over_time(store, name, way, filter, period, limit_or(limit, None))
+
+    if by_group:
+        from warehouse.query.replicates import OVER_TIME_BY_GROUP_COLUMNS
+
+        _ranked_view(
+            ask,
+            metric,
+            direction,
+            filter,
+            fmt,
+            fail_empty,
+            empty=OVER_TIME_BY_GROUP_COLUMNS,
+            keep=("ended_at", "best_so_far", "experiment", "mean", "is_new_best"),
+            what="ended run has a value of",
+        )
+        return
     _ranked_view(
-        lambda store, _, name, way: views.over_time(
-            store, name, way, filter, period, limit_or(limit, None)
-        ),
+        ask,
         metric,
         direction,
         filter,
