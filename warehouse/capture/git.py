@@ -95,10 +95,13 @@ def _capture(
     redaction: RedactPolicy,
     exclude: Iterable[Path],
 ) -> tuple[GitInfo, str | None]:
-    if not repo.head.is_valid():
+    from git import SymbolicReference
+
+    try:  # from the ref files alone: no process (head.commit would ask git for its type)
+        sha = SymbolicReference.dereference_recursive(repo, "HEAD")
+    except ValueError:
         log.debug("git information not recorded: the repository has no commit yet")
         return GitInfo(), None
-    sha = repo.head.commit.hexsha  # from the ref files: no process
     # both processes run at once: the run start waits for the slower one only
     show: Any = repo.git.log(
         "-1", "--no-show-signature", "--format=%cI%x00%B", sha, as_process=True
