@@ -110,3 +110,50 @@ def test_secrets_are_not_shown_in_the_settings_repr(
     assert "hunter2" not in repr(s)
     assert s.es_password is not None
     assert s.es_password.get_secret_value() == "hunter2-very-secret"
+
+
+def test_value_patterns_hold_commas_as_a_json_list_or_one_per_line(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WAREHOUSE_REDACT_VALUE_PATTERNS", '["corp-[0-9]{6,}", "x{2,3}y"]')
+    assert load(cwd=project).redact_value_patterns == ("corp-[0-9]{6,}", "x{2,3}y")
+    monkeypatch.setenv("WAREHOUSE_REDACT_VALUE_PATTERNS", "corp-[0-9]{6,}\nINTERNAL-[A-Z]{4}")
+    settings = load(cwd=project)
+    assert settings.redact_value_patterns == ("corp-[0-9]{6,}", "INTERNAL-[A-Z]{4}")
+    assert settings.redaction.text("id corp-1234567") == "id ***"
+
+
+def test_a_bad_value_pattern_is_refused_naming_it(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WAREHOUSE_REDACT_VALUE_PATTERNS", "corp-(unclosed")
+    with pytest.raises(
+        ConfigurationError, match=r"WAREHOUSE_REDACT_VALUE_PATTERNS.*corp-\(unclosed"
+    ):
+        load(cwd=project)
+
+
+def test_the_redaction_policy_scrubs_secret_environment_values(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_DB_PASS", "pLantedEnvValue")
+    assert "pLantedEnvValue" in load(cwd=project).redaction.secrets
+
+
+def test_capture_never_imports_settings_at_module_level() -> None:
+    import ast
+
+    import warehouse.capture
+
+    folder = Path(warehouse.capture.__file__).parent
+    for path in sorted(folder.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in tree.body:  # module level only: a function may import what it needs
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            assert not any(n.startswith("warehouse.settings") for n in names), path.name
+        source = path.read_text()
+        assert "warehouse.settings" not in source, path.name  # not inside functions either

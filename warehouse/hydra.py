@@ -77,7 +77,7 @@ class WarehouseCallback(Callback):
             from warehouse.capture.config import hydra_info
             from warehouse.recorder import Recorder
 
-            overrides, meta = hydra_info(settings.redact_patterns)
+            overrides, meta = hydra_info(settings.redaction)
             task_cfg = OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"])
             experiment = _job_value(config, "experiment") or self.experiment
             experiment = experiment or meta.get("job_name") or "default"

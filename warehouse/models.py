@@ -125,6 +125,7 @@ class GitInfo(BaseModel):
     message: str | None = None
     committed_at: datetime | None = None
     diff_uri: str | None = None
+    redacted_files: list[str] = Field(default_factory=list)  # diff: their secrets left out
 
 
 class ArtifactRef(BaseModel):

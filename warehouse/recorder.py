@@ -130,13 +130,15 @@ class Recorder:
         from warehouse.capture.config import capture_config, hydra_info
         from warehouse.capture.environment import capture_environment
         from warehouse.capture.git import capture_git
+        from warehouse.capture.redact import redact_overrides
         from warehouse.lifecycle import Lifecycle
 
         s = self.settings
         name = experiment or s.experiment or "default"
-        captured = capture_config(config, s.redact_patterns)
+        redaction = s.redaction  # key, value and file patterns; secret environment values
+        captured = capture_config(config, redaction)
         hydra = options.get("hydra")
-        overrides, hydra_meta = hydra if hydra is not None else hydra_info(s.redact_patterns)
+        overrides, hydra_meta = hydra if hydra is not None else hydra_info(redaction)
         env = capture_environment()
         primary = _primary_metric(
             options.get("primary_metric") or s.primary_metric,
@@ -144,12 +146,16 @@ class Recorder:
         )
         cwd = options.get("cwd")
         git_dir = cwd or Path(hydra_meta.get("original_cwd") or Path.cwd())
-        git, diff = capture_git(git_dir, with_diff=s.capture_git_diff)
+        git, diff = capture_git(
+            git_dir, with_diff=s.capture_git_diff, redaction=redaction, exclude=[s.resolved_home]
+        )
 
         record = Run(
             experiment=normalise_experiment(name),
             project=s.project,
-            tags=sorted({str(t) for t in options.get("tags", ())}),
+            tags=sorted(
+                set(redact_overrides([str(t) for t in options.get("tags", ())], redaction))
+            ),
             user=env.get("user"),
             host=env.get("host"),
             git=git,
@@ -171,7 +177,7 @@ class Recorder:
             record,
             baseline_error=s.baseline_error if baseline is None else baseline,
             steps=options.get("steps"),
-            secrets=frozenset(captured.secrets),
+            secrets=frozenset(captured.secrets) | redaction.secrets,
             resumed=bool(run_id),
         )
         if diff:

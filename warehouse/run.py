@@ -168,8 +168,11 @@ class ActiveRun:
 
     def set_tags(self, *tags: str) -> None:
         """Add tags to the run (kept sorted, unique)."""
+        from warehouse.capture.redact import redact_overrides
+
+        clean = redact_overrides([str(t) for t in tags], self.settings.redaction)
         with self._lock:
-            self.record.tags = sorted(set(self.record.tags) | {str(t) for t in tags})
+            self.record.tags = sorted(set(self.record.tags) | set(clean))
 
     # samples and outputs ----------------------------------------------------------------
     def log_samples(
@@ -369,7 +372,7 @@ class ActiveRun:
     def _error_of(self, error: BaseException) -> RunError:
         from warehouse.capture.redact import scrub_text
 
-        patterns = self.settings.redact_patterns
+        patterns = self.settings.redaction  # with the values of secret environment variables
         trace = "".join(traceback.format_exception(error))[-20_000:]
         return RunError(
             type=type(error).__name__,

@@ -13,6 +13,7 @@ for WAREHOUSE_* values.
 from __future__ import annotations
 
 import contextvars
+import json
 import os
 import tomllib
 from pathlib import Path
@@ -27,20 +28,14 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from warehouse.errors import ConfigurationError
-
-DEFAULT_REDACT_PATTERNS = (
-    "password",
-    "passwd",
-    "secret",
-    "token",
-    "api_key",
-    "apikey",
-    "access_key",
-    "private_key",
-    "credential",
-    "auth",
+from warehouse.capture.redact import (
+    DEFAULT_REDACT_FILES,
+    DEFAULT_REDACT_PATTERNS,
+    RedactPolicy,
+    compile_value_pattern,
+    is_secret_key,
 )
+from warehouse.errors import ConfigurationError
 
 _LAYERS: contextvars.ContextVar[dict[str, dict[str, Any]] | None] = contextvars.ContextVar(
     "warehouse_settings_layers", default=None
@@ -72,6 +67,14 @@ class Settings(BaseSettings):
     baseline_error: float = Field(0.0, description="Human/Bayes error for the bias decomposition.")
     redact_patterns: Annotated[tuple[str, ...], NoDecode] = Field(
         DEFAULT_REDACT_PATTERNS, description="Config keys containing these are redacted."
+    )
+    redact_value_patterns: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="Extra regexes of secret values, added to the built-in ones "
+        "(a JSON list, or one per line).",
+    )
+    redact_files: Annotated[tuple[str, ...], NoDecode] = Field(
+        DEFAULT_REDACT_FILES, description="File name globs whose git diff is never recorded."
     )
     seed_keys: Annotated[tuple[str, ...], NoDecode] = Field(
         ("seed", "*_seed"),
@@ -121,12 +124,38 @@ class Settings(BaseSettings):
 
     debug: bool = Field(False, description="Tracebacks on errors (also --debug).")
 
-    @field_validator("redact_patterns", "seed_keys", mode="before")
+    @field_validator("redact_patterns", "redact_files", "seed_keys", mode="before")
     @classmethod
     def _split_patterns(cls, value: Any) -> Any:
         if isinstance(value, str):
             return tuple(p.strip() for p in value.split(",") if p.strip())
         return value
+
+    @field_validator("redact_value_patterns", mode="before")
+    @classmethod
+    def _split_regexes(cls, value: Any) -> Any:
+        """Regexes hold commas: a JSON list, else one per line (a single one as it is)."""
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    value = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"not a JSON list of regexes: {exc}") from None
+            else:
+                value = [line.strip() for line in text.splitlines() if line.strip()]
+        if isinstance(value, list | tuple):
+            for pattern in value:
+                compile_value_pattern(str(pattern))  # a clear error now, not at the first run
+        return value
+
+    @property
+    def redaction(self) -> RedactPolicy:
+        """What the recorder redacts with: these patterns, plus the values of this process's
+        secret-looking environment variables (read now)."""
+        return RedactPolicy.from_environment(
+            self.redact_patterns, self.redact_value_patterns, self.redact_files
+        )
 
     @property
     def store_engine(self) -> Literal["local", "elasticsearch"]:
@@ -209,8 +238,6 @@ def _invalid(
     file_values: dict[str, Any],
 ) -> str:
     """One line per bad setting: where it came from, what it holds, what it should hold."""
-    from warehouse.capture.redact import is_secret_key
-
     lines = []
     for err in exc.errors():
         name = str(err["loc"][0]) if err["loc"] else "?"

@@ -432,7 +432,12 @@ def test_a_single_hydra_run_reports_its_job_and_redacted_overrides(tmp_path: Pat
         "hydra.job.name=single",
     )
     meta = info["meta"]
-    assert info["overrides"] == ["lr=0.5", "db.password=***"]
+    assert info["overrides"] == [  # as typed: hydra.* overrides too, interpolations unresolved
+        "lr=0.5",
+        "db.password=***",
+        "hydra.run.dir=out/${hydra.job.override_dirname}",
+        "hydra.job.name=single",
+    ]
     assert info["config"] == {"lr": 0.5, "db": {"password": "***"}}
     assert meta["mode"] == "RUN"
     assert meta["job_name"] == "single"
@@ -453,7 +458,9 @@ def test_every_job_of_a_multirun_shares_one_sweep_id(tmp_path: Path) -> None:
     assert {i["meta"]["sweep_dir"] for i in infos} == {sweep_dir}
     assert {i["meta"]["mode"] for i in infos} == {"MULTIRUN"}
     assert [i["meta"]["run_dir"] for i in infos] == [f"{sweep_dir}/{n}" for n in range(3)]
-    assert [i["overrides"] for i in infos] == [["lr=0.1"], ["lr=0.2"], ["lr=0.3"]]
+    assert [i["overrides"] for i in infos] == [  # Hydra's own hydra.mode=MULTIRUN is no override
+        [f"lr={lr}", "hydra.sweep.dir=multi"] for lr in ("0.1", "0.2", "0.3")
+    ]
 
 
 def test_non_finite_values_in_a_hydra_yaml_survive_as_strings() -> None:

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import git
 import pytest
@@ -185,3 +186,95 @@ def test_without_a_git_executable_git_fields_are_empty(repo: git.Repo, tmp_path:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "None None"
+
+
+# --- redaction, the warehouse's own folder, and the cost ------------------------------------
+
+SECRET_OLD, SECRET_NEW = "pLantedOldPassword1", "pLantedNewPassword2"
+
+
+def _commit_files(repo: git.Repo, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = workdir(repo) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    repo.index.add(list(files))
+    repo.index.commit("add files")
+
+
+def test_the_diff_leaves_out_secret_files_and_values_and_the_rest_still_applies(
+    repo: git.Repo, tmp_path: Path
+) -> None:
+    _commit_files(
+        repo,
+        {
+            ".env": f"DB_URL=postgres://u:{SECRET_OLD}@h/db\n",
+            "deploy/id_rsa": "old key\n",
+            "config.yaml": f"lr: 0.1\ndb:\n  password: {SECRET_OLD}\n  host: h\n",
+            "model.py": "LAYERS = 3\n",
+        },
+    )
+    root = workdir(repo)
+    (root / ".env").write_text(f"DB_URL=postgres://u:{SECRET_NEW}@h/db\n")
+    (root / "deploy" / "id_rsa").write_text("new key\n")
+    (root / "config.yaml").write_text(f"lr: 0.2\ndb:\n  password: {SECRET_NEW}\n  host: h\n")
+    (root / "model.py").write_text("LAYERS = 4\nWIDTH = 128\n")
+    (root / "train.py").write_text("print('train')\nprint('more epochs')\n")
+    info, diff = capture_git(root)
+    assert diff is not None
+    assert SECRET_OLD not in diff
+    assert SECRET_NEW not in diff
+    assert "new key" not in diff
+    assert info.redacted_files == [".env", "config.yaml", "deploy/id_rsa"]
+    assert "# warehouse: redacted .env: secret-looking file name" in diff
+    assert "password: ***" in diff
+    # on a clean checkout of HEAD, the patch applies to every file not listed as redacted
+    clone = tmp_path / "clone"
+    git.Repo.clone_from(str(root), clone).close()
+    (tmp_path / "patch.diff").write_text(diff)
+    excluded = [f"--exclude={path}" for path in info.redacted_files]
+    subprocess.run(
+        ["git", "apply", "--check", *excluded, str(tmp_path / "patch.diff")],
+        cwd=clone,
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(["git", "apply", *excluded, str(tmp_path / "patch.diff")], cwd=clone, check=True)
+    assert (clone / "model.py").read_text() == "LAYERS = 4\nWIDTH = 128\n"
+    assert (clone / "train.py").read_text() == "print('train')\nprint('more epochs')\n"
+
+
+def test_the_warehouse_folder_never_makes_the_tree_dirty_even_when_tracked(
+    repo: git.Repo,
+) -> None:
+    root = workdir(repo)
+    _commit_files(repo, {".warehouse/catalog/journal": "1\n"})
+    (root / ".warehouse" / "catalog" / "journal").write_text("1\n2\n")
+    info, diff = capture_git(root, exclude=[root / ".warehouse"])
+    assert info.dirty is False
+    assert diff is None
+    assert capture_git(root)[0].dirty is True  # without the exclusion it would count
+    (root / "train.py").write_text("changed\n")
+    info, diff = capture_git(root, exclude=[root / ".warehouse"])
+    assert info.dirty is True
+    assert diff is not None
+    assert "journal" not in diff
+
+
+def test_capture_starts_two_git_processes_at_most(
+    repo: git.Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workdir(repo) / "train.py").write_text("print('changed')\n")
+    started: list[list[str]] = []
+    real = subprocess.Popen.__init__
+
+    def counting(self: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
+        started.append(list(args) if isinstance(args, list | tuple) else [str(args)])
+        real(self, args, *rest, **kwargs)
+
+    capture_git(workdir(repo))  # GitPython's one-off version probe, if any, happens here
+    monkeypatch.setattr(subprocess.Popen, "__init__", counting)
+    info, diff = capture_git(workdir(repo))
+    assert info.dirty is True
+    assert diff is not None
+    assert len(started) <= 2, started  # the commit's message/time and the patch, at once

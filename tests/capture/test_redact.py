@@ -312,3 +312,157 @@ def test_long_strings_are_redacted_in_one_pass_per_pattern(
     small, large = work(25_000), work(200_000)
     assert small <= 2 * (4 * 25_000 + 100)  # each pattern reads the text once
     assert large <= 8 * small + 1_000  # 8x the text, 8x the characters read
+
+
+# --- secret-looking values, whatever their key ----------------------------------------------
+
+from warehouse.capture.redact import (  # noqa: E402
+    VALUE_PATTERNS,
+    RedactPolicy,
+    env_secrets,
+    redact_command,
+)
+
+VALUES = {
+    # kind: (text holding the secret, the secret part)
+    "bearer": ("Authorization: Bearer abcDEF0123456789ghij", "abcDEF0123456789ghij"),
+    "connection string": ("Server=h;Database=d;Password=Xy9_pLanted;", "Xy9_pLanted"),
+    "pwd": ("Data Source=h;Uid=u;Pwd=Xy9_pLanted2;", "Xy9_pLanted2"),
+    "stripe": ("key sk_live_51Habcdefghij0123456789", "sk_live_51Habcdefghij0123456789"),
+    "hugging face": ("hf_abcdefghijklmnopqrstuvwxyz012345", "hf_abcdefghijklmnopqrstuvwxyz012345"),
+    "github": (
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    ),
+    "aws key id": ("id=AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+    "aws secret": (
+        "s3 wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY ok",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    ),
+    "jwt": (
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "eyJzdWIiOiIxMjM0In0",
+    ),
+    "cookie": ("Set-Cookie: sid=Xy9abcdef123; Path=/", "Xy9abcdef123"),
+    "pem": (
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7pLanted\nAbCdEfGh12345678\n"
+        "-----END RSA PRIVATE KEY-----",
+        "MIIEpAIBAAKCAQEA7pLanted",
+    ),
+    "key assignment": ('{"client_secret": "Xy9-pLanted-3"}', "Xy9-pLanted-3"),
+    "yaml line": ("db:\n  password: two words pLanted\n", "words pLanted"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(VALUES))
+def test_secret_looking_values_are_redacted_under_any_key(kind: str) -> None:
+    text, secret = VALUES[kind]
+    assert secret not in scrub_text(text, (), PATTERNS)
+    assert secret not in json.dumps(redact_config({"note": text, "list": [text]}, PATTERNS))
+    assert secret not in redact_overrides([f"+note={text}"], PATTERNS)[0]
+    assert REDACTED in scrub_text(text, (), PATTERNS)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "git commit 3f786850e387550fdab836ed7e6dc881de23001b",  # 40 hex: no AWS secret
+        "tokenizer: bert-base-uncased",
+        "max_tokens=512",
+        "lr=0.1; batch_size=64",
+        "see https://example.com/a?page=2",
+        "Basic training loop",
+    ],
+)
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    assert scrub_text(text, (), PATTERNS) == text
+
+
+def test_every_builtin_value_pattern_has_a_planted_example() -> None:
+    names = {name for name, _ in VALUE_PATTERNS}
+    covered = {"bearer token", "basic auth", "connection-string password", "stripe key"}
+    covered |= {"hugging face token", "github token", "aws access key id", "jwt"}
+    covered |= {"aws secret access key", "cookie header"}
+    assert covered <= names  # the names the README documents exist
+
+
+def test_users_add_value_patterns_and_a_secret_group_limits_the_cut() -> None:
+    policy = RedactPolicy(values=(r"corp-(?P<secret>[0-9]{6})", r"INTERNAL-[A-Z]{4}"))
+    text = "id corp-123456 and INTERNAL-ABCD"
+    assert policy.text(text) == "id corp-*** and ***"
+    assert redact_config({"x": text}, policy) == {"x": "id corp-*** and ***"}
+
+
+def test_secret_environment_values_are_scrubbed_from_text() -> None:
+    environ = {
+        "DB_PASS": "hunter2hunter2",
+        "HF_TOKEN": "plain-looking-value",
+        "GH_PAT": "another-plain-value",
+        "PWD": "/home/someone/project",
+        "HOME": "/home/someone",
+        "SHORT_PASS": "abc",
+        "LR": "0.1234567",
+    }
+    found = env_secrets(environ)
+    assert found == {"hunter2hunter2", "plain-looking-value", "another-plain-value"}
+    policy = RedactPolicy.from_environment(environ=environ)
+    message = "login failed for hunter2hunter2 in /home/someone/project (lr 0.1234567)"
+    assert policy.text(message) == "login failed for *** in /home/someone/project (lr 0.1234567)"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["python", "train.py", "--password", "hunter22", "--lr", "0.1"],
+            ["python", "train.py", "--password", "***", "--lr", "0.1"],
+        ),
+        (["train", "--api-key=k3y-value"], ["train", "--api-key=***"]),
+        (["train", "--token", "--verbose"], ["train", "--token", "--verbose"]),  # a switch
+        (["train", "db.password=hunter22", "lr=0.1"], ["train", "db.password=***", "lr=0.1"]),
+        (
+            ["train", "--secret", "hunter22", "--out", "runs/hunter22"],
+            ["train", "--secret", "***", "--out", "runs/***"],
+        ),
+        (["train", f"--note={VALUES['hugging face'][0]}"], ["train", "--note=***"]),
+    ],
+)
+def test_secret_flags_of_a_command_line_are_redacted(argv: list[str], expected: list[str]) -> None:
+    assert redact_command(argv, PATTERNS) == expected
+
+
+def test_value_and_assignment_patterns_cannot_backtrack_over_long_input() -> None:
+    from warehouse.capture import redact
+
+    patterns = [redact._ASSIGN, redact._LINE_ASSIGN, *(p for _, p in redact._BUILTIN)]
+    for pattern in patterns:
+        assert _unbounded_greedy_repeats(pattern) == [], pattern.pattern
+
+
+def test_value_redaction_reads_a_text_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from warehouse.capture import redact
+
+    fed: list[int] = []
+
+    class Counting:
+        def __init__(self, pattern: re.Pattern[str]) -> None:
+            self.pattern = pattern
+
+        def sub(self, repl: Any, text: str) -> str:
+            fed.append(len(text))
+            return self.pattern.sub(repl, text)
+
+    monkeypatch.setattr(redact, "_BUILTIN", tuple((a, Counting(p)) for a, p in redact._BUILTIN))
+    monkeypatch.setattr(redact, "_ASSIGN", Counting(redact._ASSIGN))
+    monkeypatch.setattr(redact, "_LINE_ASSIGN", Counting(redact._LINE_ASSIGN))
+
+    def work(n: int) -> int:
+        fed.clear()
+        text = ("password=x hf_" + "a" * 30 + " eyJ ") * n
+        assert "hf_" + "a" * 30 not in scrub_text(text, (), PATTERNS)
+        return sum(fed)
+
+    small, large = work(1_000), work(8_000)
+    assert large <= 8 * small + 1_000  # linear: 8x the text, 8x the characters read

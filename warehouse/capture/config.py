@@ -49,7 +49,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
-from warehouse.capture.redact import override_secrets, redact_config, redact_overrides
+from warehouse.capture.redact import (
+    RedactPolicy,
+    as_policy,
+    override_secrets,
+    redact_config,
+    redact_overrides,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,15 @@ Scalar = str | int | float | bool | None
 
 MAX_DEPTH = 200
 """Containers nested deeper than this are recorded as ``"<too deep>"``."""
+
+MAX_VALUE_BYTES = 64 * 1024
+"""A config value (a string, a list of scalars) longer than this as JSON is cut to a note."""
+
+MAX_CONFIG_BYTES = 1024 * 1024
+"""The recorded config never takes more than this as JSON: the largest values are cut first."""
+
+CUT_PREVIEW = 200
+"""Characters of a cut value kept in its note."""
 
 _ARRAY_MODULES = frozenset({"numpy", "torch", "jax", "jaxlib", "tensorflow", "cupy", "mlx"})
 _INT64 = 2**63
@@ -74,10 +89,13 @@ class CapturedConfig:
     hydra: dict[str, Any]
     secrets: frozenset[str] = dataclasses.field(default=frozenset(), repr=False)
     """The secret strings redacted (in memory only): to scrub text made later, e.g. errors."""
+    cut: list[str] = dataclasses.field(default_factory=list)
+    """Dotted keys of values too large to record, cut to a note (``prompt (52,428,800 bytes)``)."""
 
 
-def capture_config(cfg: Any, patterns: Sequence[str]) -> CapturedConfig:
-    """The recordable form of ``cfg``: resolved, JSON-safe, redacted by key ``patterns``.
+def capture_config(cfg: Any, patterns: Sequence[str] | RedactPolicy) -> CapturedConfig:
+    """The recordable form of ``cfg``: resolved, JSON-safe, redacted (``patterns``: the key
+    patterns, or a whole :class:`~warehouse.capture.redact.RedactPolicy`), capped in size.
 
     ``overrides`` and ``hydra`` are filled only when ``cfg`` carries Hydra's own ``hydra``
     node (``compose(..., return_hydra_config=True)``); that node is not part of ``config``.
@@ -88,11 +106,12 @@ def capture_config(cfg: Any, patterns: Sequence[str]) -> CapturedConfig:
     hydra: dict[str, Any] = {}
     secrets: set[str] = set()
     hydra_node = _hydra_node(cfg)
+    policy = as_policy(patterns)
     if hydra_node is not None:
         raw_overrides, raw_hydra = _hydra_meta(hydra_node)
-        secrets = override_secrets(raw_overrides, patterns)
-        overrides = redact_overrides(raw_overrides, patterns)
-        hydra = redact_config(raw_hydra, patterns, secrets=secrets)
+        secrets = override_secrets(raw_overrides, policy)
+        overrides = cap_overrides(redact_overrides(raw_overrides, policy))
+        hydra = redact_config(raw_hydra, policy, secrets=secrets)
         data = capture.omegaconf(cfg, (), 0, skip_key="hydra")
     elif cfg is None:
         data = {}
@@ -110,12 +129,132 @@ def capture_config(cfg: Any, patterns: Sequence[str]) -> CapturedConfig:
             f" (and {more} more)" if more > 0 else "",
         )
     found: set[str] = set()
-    redacted: dict[str, Any] = redact_config(data, patterns, secrets=secrets, found_into=found)
+    redacted: dict[str, Any] = redact_config(data, policy, secrets=secrets, found_into=found)
+    redacted, cut = cap_config(redacted)
     params = flatten_params(redacted)
     config = _finite(redacted) if capture.non_finite else redacted
     return CapturedConfig(
-        config, params, capture.unresolved, overrides, hydra, secrets=frozenset(found)
+        config, params, capture.unresolved, overrides, hydra, secrets=frozenset(found), cut=cut
     )
+
+
+def cap_config(
+    config: dict[str, Any],
+    *,
+    per_value: int = MAX_VALUE_BYTES,
+    total: int = MAX_CONFIG_BYTES,
+) -> tuple[dict[str, Any], list[str]]:
+    """``config`` with no value above ``per_value`` bytes and no more than ``total`` in all,
+    and the dotted keys of what was cut (with their sizes).
+
+    A value is a string or a list of scalars (one param). A cut value becomes a note string
+    saying what it was (``[cut by warehouse: 52,428,800 bytes ...; it began: '...']``) and
+    one warning names the keys. Over ``total``, the largest values go first; a config of
+    countless small values loses its largest top-level entries, whole."""
+    cut: list[str] = []
+    leaves: list[tuple[int, Any, Any, str]] = []  # size, container, key, dotted path
+
+    def walk(node: Any, path: tuple[str, ...], depth: int) -> tuple[Any, int]:
+        if isinstance(node, str) or (
+            isinstance(node, list) and node and all(_is_scalar(i) for i in node)
+        ):
+            size = _json_size(node)
+            if size > per_value:
+                cut.append(f"{_dotted(path)} ({size:,} bytes)")
+                note = _cut_note(node, size, f"{per_value:,}-byte limit per value")
+                return note, _json_size(note)
+            return node, size
+        if isinstance(node, dict) and depth <= MAX_DEPTH:
+            out: dict[str, Any] = {}
+            size = 2
+            for key, value in node.items():
+                out[key], child = walk(value, (*path, str(key)), depth + 1)
+                size += child + _json_size(str(key)) + 2
+                if _is_leaf(out[key]):
+                    leaves.append((child, out, key, _dotted((*path, str(key)))))
+            return out, size
+        if isinstance(node, list) and depth <= MAX_DEPTH:
+            items: list[Any] = []
+            size = 2
+            for index, value in enumerate(node):
+                item, child = walk(value, (*path, str(index)), depth + 1)
+                items.append(item)
+                size += child + 1
+                if _is_leaf(item):
+                    leaves.append((child, items, index, _dotted((*path, str(index)))))
+            return items, size
+        return node, _json_size(node)
+
+    capped, size = walk(config, (), 0)
+    if size > total:
+        for leaf_size, container, key, dotted in sorted(leaves, key=lambda x: -x[0]):
+            if size <= total or leaf_size < 256:
+                break
+            note = _cut_note(container[key], leaf_size, f"{total:,}-byte limit for the config")
+            container[key] = note
+            size -= leaf_size - _json_size(note)
+            cut.append(f"{dotted} ({leaf_size:,} bytes)")
+        for key in sorted(capped, key=lambda k: -_json_size(capped[k])):
+            if size <= total:
+                break
+            entry = _json_size(capped[key])
+            note = _cut_note(None, entry, f"{total:,}-byte limit for the config")
+            capped[key] = note
+            size -= entry - _json_size(note)
+            cut.append(f"{key} ({entry:,} bytes)")
+    if cut:
+        log.warning(
+            "config values too large to record were cut (a note in the record says what was "
+            "there): %s",
+            ", ".join(cut[:20]) + (f" (and {len(cut) - 20} more)" if len(cut) > 20 else ""),
+        )
+    return capped, cut
+
+
+def cap_overrides(overrides: list[str], per_value: int = MAX_VALUE_BYTES) -> list[str]:
+    """Overrides with any one longer than ``per_value`` bytes cut to a note."""
+    out = []
+    for item in overrides:
+        size = _json_size(item)
+        if size > per_value:
+            key = item.partition("=")[0]
+            log.warning("override %s is %s bytes; recorded cut", key[:200], f"{size:,}")
+            item = f"{key}={_cut_note(item, size, f'{per_value:,}-byte limit per value')}"
+        out.append(item)
+    return out
+
+
+def _is_leaf(node: Any) -> bool:
+    return isinstance(node, str) or (
+        isinstance(node, list) and bool(node) and all(_is_scalar(i) for i in node)
+    )
+
+
+def _json_size(node: Any) -> int:
+    """The bytes ``node`` takes as JSON (exact for strings, close for the rest)."""
+    if isinstance(node, str):
+        return (
+            len(node.encode("utf-8", errors="replace")) + 2 if not node.isascii() else len(node) + 2
+        )
+    if isinstance(node, bool) or node is None:
+        return 5
+    if isinstance(node, int | float):
+        return len(repr(node))
+    if isinstance(node, dict):
+        return 2 + sum(_json_size(str(k)) + 2 + _json_size(v) for k, v in node.items())
+    if isinstance(node, list):
+        return 2 + sum(_json_size(i) + 1 for i in node)
+    return len(str(node)) + 2
+
+
+def _cut_note(value: Any, size: int, limit: str) -> str:
+    kind = "text" if isinstance(value, str) else "a list" if isinstance(value, list) else "entry"
+    began = ""
+    if isinstance(value, str):
+        began = f"; it began: {value[:CUT_PREVIEW]!r}"
+    elif isinstance(value, list):
+        began = f"; it began: {json.dumps(value[:10], ensure_ascii=False)[:CUT_PREVIEW]}"
+    return f"[cut by warehouse: {kind} of {size:,} bytes, over the {limit}{began}]"
 
 
 def flatten_params(config: Mapping[str, Any]) -> dict[str, Scalar]:
@@ -376,7 +515,9 @@ def _hydra_node(cfg: Any) -> Any:
     return None
 
 
-def hydra_info(patterns: Sequence[str] | None = None) -> tuple[list[str], dict[str, Any]]:
+def hydra_info(
+    patterns: Sequence[str] | RedactPolicy | None = None,
+) -> tuple[list[str], dict[str, Any]]:
     """The running Hydra job's ``(task overrides, job info)``, or ``([], {})`` outside Hydra.
 
     Job info: ``job_name``, ``job_num`` (int, None for single runs), ``mode`` (``RUN`` or
@@ -397,14 +538,11 @@ def hydra_info(patterns: Sequence[str] | None = None) -> tuple[list[str], dict[s
     except Exception:  # a broken Hydra state means "not in a Hydra job" to us
         log.debug("Hydra config not readable; recording no Hydra job info", exc_info=True)
         return [], {}
-    if patterns is None:
-        from warehouse.settings import DEFAULT_REDACT_PATTERNS
-
-        patterns = DEFAULT_REDACT_PATTERNS
+    policy = as_policy(RedactPolicy() if patterns is None else patterns)
     raw_overrides, raw_meta = _hydra_meta(node)
-    secrets = override_secrets(raw_overrides, patterns)
-    meta: dict[str, Any] = redact_config(raw_meta, patterns, secrets=secrets)
-    return redact_overrides(raw_overrides, patterns), meta
+    secrets = override_secrets(raw_overrides, policy)
+    meta: dict[str, Any] = redact_config(raw_meta, policy, secrets=secrets)
+    return cap_overrides(redact_overrides(raw_overrides, policy)), meta
 
 
 def _hydra_meta(node: Any) -> tuple[list[str], dict[str, Any]]:
@@ -419,7 +557,7 @@ def _hydra_meta(node: Any) -> tuple[list[str], dict[str, Any]]:
             return None
         return None if value == "???" else value
 
-    overrides = [str(o) for o in (select("overrides.task") or [])]
+    overrides = [*_typed(node, "task"), *_typed(node, "hydra", skip=_AUTOMATIC)]
     num = select("job.num")
     job_num = int(num) if num is not None else None
     mode_value = node.get("mode") if "mode" in node else None
@@ -438,6 +576,26 @@ def _hydra_meta(node: Any) -> tuple[list[str], dict[str, Any]]:
         "original_cwd": cwd,
     }
     return overrides, meta
+
+
+_AUTOMATIC = ("hydra.mode=",)
+"""Overrides Hydra adds itself (``hydra.mode=MULTIRUN``): the mode is recorded as ``mode``."""
+
+
+def _typed(node: Any, group: str, skip: tuple[str, ...] = ()) -> list[str]:
+    """The overrides of ``hydra.overrides.<group>`` exactly as typed: never interpolated
+    (``+note=${db.password}`` stays that, not the password it would resolve to)."""
+    from omegaconf import ListConfig
+
+    try:
+        overrides = node._get_node("overrides")
+        items = overrides._get_node(group) if overrides is not None else None
+    except Exception:  # no such node in this Hydra version
+        return []
+    if not isinstance(items, ListConfig) or items._is_none() or items._is_missing():
+        return []
+    typed = [str(getattr(items._get_node(i), "_value", lambda: None)()) for i in range(len(items))]
+    return [o for o in typed if not o.startswith(skip)]
 
 
 def _sweep_id(sweep_dir: str) -> str:

@@ -4,8 +4,16 @@
 the patch (``git diff HEAD``) as text; the recorder stores that text as an artifact and fills
 ``diff_uri``. Decisions:
 
-- ``dirty`` means tracked files differ from ``HEAD`` (staged or not). Untracked files do not
-  make a tree dirty and are not in the patch (as in MLflow): data and outputs often live there.
+- ``dirty`` means tracked files differ from ``HEAD`` (staged or not): ``git diff HEAD`` is not
+  empty. Untracked files do not make a tree dirty and are not in the patch (as in MLflow):
+  data and outputs often live there. Folders given in ``exclude`` (the warehouse's own
+  folder) never count, even when tracked.
+- The patch is redacted (:func:`~warehouse.capture.redact.redact_diff`): files whose names
+  look secret lose their changes, secret values are replaced line for line; the paths
+  concerned go to ``GitInfo.redacted_files``.
+- Speed: it runs at every run start. Branch, commit id and remote are read from the
+  repository's files (GitPython, no process); the commit's time and message and the patch
+  come from two ``git`` processes started together (a few ms in all).
 - ``branch`` is None on a detached ``HEAD``; ``message`` is the commit's full message, stripped;
   ``committed_at`` is the committer time in UTC; ``remote`` is ``origin`` (else the first
   remote) with any credentials removed (:func:`~warehouse.capture.redact.strip_url_credentials`).
@@ -21,11 +29,12 @@ the patch (``git diff HEAD``) as text; the recorder stores that text as an artif
 from __future__ import annotations
 
 import logging
-from datetime import UTC
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from warehouse.capture.redact import strip_url_credentials
+from warehouse.capture.redact import RedactPolicy, redact_diff, strip_url_credentials
 from warehouse.models import GitInfo
 
 if TYPE_CHECKING:
@@ -38,9 +47,15 @@ TRUNCATED_MARKER = "# warehouse: diff truncated"
 
 
 def capture_git(
-    path: Path, *, with_diff: bool = True, max_diff_bytes: int = 10_000_000
+    path: Path,
+    *,
+    with_diff: bool = True,
+    max_diff_bytes: int = 10_000_000,
+    redaction: RedactPolicy | None = None,
+    exclude: Iterable[Path] = (),
 ) -> tuple[GitInfo, str | None]:
-    """The git state of the work tree holding ``path``, and its patch against HEAD when dirty."""
+    """The git state of the work tree holding ``path``, and its redacted patch against HEAD
+    when dirty; changes under ``exclude`` (folders) are ignored."""
     try:
         import git
     except Exception as exc:  # GitPython raises ImportError when no git executable is found
@@ -55,7 +70,13 @@ def capture_git(
         log.warning("git information not recorded: %s: %s", type(exc).__name__, exc)
         return GitInfo(), None
     try:
-        return _capture(repo, with_diff=with_diff, max_diff_bytes=max_diff_bytes)
+        return _capture(
+            repo,
+            with_diff=with_diff,
+            max_diff_bytes=max_diff_bytes,
+            redaction=redaction or RedactPolicy(),
+            exclude=exclude,
+        )
     except git.GitCommandNotFound as exc:  # GIT_PYTHON_REFRESH=quiet and no git executable
         log.debug("git information not recorded: %s", _first_line(exc))
         return GitInfo(), None
@@ -66,25 +87,98 @@ def capture_git(
         repo.close()
 
 
-def _capture(repo: Repo, *, with_diff: bool, max_diff_bytes: int) -> tuple[GitInfo, str | None]:
-    if not repo.head.is_valid():
+def _capture(
+    repo: Repo,
+    *,
+    with_diff: bool,
+    max_diff_bytes: int,
+    redaction: RedactPolicy,
+    exclude: Iterable[Path],
+) -> tuple[GitInfo, str | None]:
+    from git import SymbolicReference
+
+    try:  # from the ref files alone: no process (head.commit would ask git for its type)
+        sha = SymbolicReference.dereference_recursive(repo, "HEAD")
+    except ValueError:
         log.debug("git information not recorded: the repository has no commit yet")
         return GitInfo(), None
-    commit = repo.head.commit
-    message = commit.message
-    if isinstance(message, bytes):
-        message = message.decode("utf-8", errors="replace")
-    dirty = False if repo.bare else repo.is_dirty(untracked_files=False)
+    # both processes run at once: the run start waits for the slower one only
+    show: Any = repo.git.log(
+        "-1", "--no-show-signature", "--format=%cI%x00%B", sha, as_process=True
+    )
+    patch: Any = None
+    if not repo.bare:
+        mode = ("--no-color", "--no-ext-diff") if with_diff else ("--name-only",)
+        paths = _pathspec(repo, exclude)
+        patch = repo.git.diff("HEAD", *mode, "--", *paths, as_process=True)
+    try:
+        committed, _, message = _read_all(show, 1 << 20).decode("utf-8", "replace").partition("\0")
+        data, truncated = _read_limited(patch, max_diff_bytes) if patch else (b"", False)
+    finally:
+        for handle in (show, patch):
+            if handle is not None:
+                _close(handle)
     info = GitInfo(
-        commit=commit.hexsha,
+        commit=sha,
         branch=None if repo.head.is_detached else repo.active_branch.name,
-        dirty=dirty,
+        dirty=bool(data),
         remote=_remote_url(repo),
         message=message.strip(),
-        committed_at=commit.committed_datetime.astimezone(UTC),
+        committed_at=datetime.fromisoformat(committed.strip()).astimezone(UTC),
     )
-    diff = _diff(repo, max_diff_bytes) if dirty and with_diff else None
-    return info, diff
+    if not data or not with_diff:
+        return info, None
+    text = data.decode("utf-8", errors="replace")
+    if truncated:
+        marker = f"{TRUNCATED_MARKER} at {max_diff_bytes} bytes (capture_git max_diff_bytes)\n"
+        text = (text if text.endswith("\n") else text + "\n") + marker
+    text, redacted = redact_diff(text, redaction)
+    info.redacted_files = redacted
+    return info, text
+
+
+def _pathspec(repo: Repo, exclude: Iterable[Path]) -> list[str]:
+    """``.`` minus the excluded folders that lie inside the work tree."""
+    top = Path(str(repo.working_tree_dir)).resolve()
+    spec = ["."]
+    for folder in exclude:
+        try:
+            rel = Path(folder).resolve().relative_to(top)
+        except ValueError:
+            continue  # outside the work tree: nothing of it can be in the diff
+        if rel.parts:
+            spec.append(f":(top,exclude,literal){rel.as_posix()}")
+    return spec
+
+
+def _read_all(handle: Any, limit: int) -> bytes:
+    data, _ = _read_limited(handle, limit)
+    return data
+
+
+def _read_limited(handle: Any, max_bytes: int) -> tuple[bytes, bool]:
+    """A git process's output, read no further than ``max_bytes`` (then the process is
+    killed); raises GitCommandError (with git's stderr) when git fails."""
+    proc = handle.proc
+    data: bytes = proc.stdout.read(max_bytes + 1)
+    truncated = len(data) > max_bytes
+    if truncated:
+        cut = data.rfind(b"\n", 0, max_bytes)
+        data = data[: cut + 1] if cut >= 0 else data[:max_bytes]
+        proc.kill()
+    else:
+        handle.wait()
+    return data, truncated
+
+
+def _close(handle: Any) -> None:
+    proc = handle.proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
 
 
 def _remote_url(repo: Repo) -> str | None:
@@ -97,35 +191,6 @@ def _remote_url(repo: Repo) -> str | None:
     except Exception:  # a remote section without a url
         return None
     return strip_url_credentials(str(url))
-
-
-def _diff(repo: Repo, max_bytes: int) -> str | None:
-    """``git diff HEAD`` as text, read no further than ``max_bytes`` (+ a truncation marker)."""
-    handle: Any = repo.git.diff("HEAD", "--no-color", "--no-ext-diff", as_process=True)
-    proc = handle.proc
-    try:
-        data: bytes = proc.stdout.read(max_bytes + 1)
-        truncated = len(data) > max_bytes
-        if truncated:
-            cut = data.rfind(b"\n", 0, max_bytes)
-            data = data[: cut + 1] if cut >= 0 else data[:max_bytes]
-            proc.kill()
-        else:
-            handle.wait()  # raises GitCommandError (with git's stderr) on failure
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-    if not data:
-        return None
-    text = data.decode("utf-8", errors="replace")
-    if truncated:
-        marker = f"{TRUNCATED_MARKER} at {max_bytes} bytes (capture_git max_diff_bytes)\n"
-        text = (text if text.endswith("\n") else text + "\n") + marker
-    return text
 
 
 def _first_line(exc: BaseException) -> str:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from warehouse.watch.parsers import FORMATS, OutputReader, Point, split_metrics
 
 if TYPE_CHECKING:
+    from warehouse.capture.redact import RedactPolicy
     from warehouse.run import ActiveRun
     from warehouse.settings import Settings
 
@@ -264,9 +265,13 @@ def describe(status: int) -> str:
     return f"the command exited with status {status}"
 
 
-def recorded_command(argv: Sequence[str]) -> list[str]:
-    """The command as the run records it (the one place to redact secret-looking arguments)."""
-    return list(argv)
+def recorded_command(argv: Sequence[str], redaction: RedactPolicy | None = None) -> list[str]:
+    """The command as the run records it: values of secret-looking flags (``--password X``,
+    ``--api-key=Y``, ``db.password=Z``) and secret-looking values hidden
+    (:func:`warehouse.capture.redact.redact_command`)."""
+    from warehouse.capture.redact import RedactPolicy, redact_command
+
+    return redact_command(argv, redaction or RedactPolicy.from_environment())
 
 
 def default_experiment(argv: Sequence[str]) -> str:
@@ -359,7 +364,7 @@ def _open_run(
         name = experiment or settings.experiment or default_experiment(argv)
         return start_run(
             experiment=name,
-            config={"command": recorded_command(argv), "cwd": str(cwd)},
+            config={"command": recorded_command(argv, settings.redaction), "cwd": str(cwd)},
             settings=settings,
             cwd=cwd,
             steps=StepOptions(total_steps=total_steps),
