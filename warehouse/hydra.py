@@ -123,7 +123,9 @@ class WarehouseCallback(Callback):
 
     def _fail(self, what: str, exc: Exception, settings: Any) -> None:
         strict = bool(getattr(settings, "strict", False) or self._params.get("strict"))
-        message = f"warehouse: {what}: {type(exc).__name__}: {exc}"
+        redaction = getattr(settings, "redaction", None)
+        text = str(exc) if redaction is None else redaction.text(str(exc))
+        message = f"warehouse: {what}: {type(exc).__name__}: {text}"
         if strict:
             raise SystemExit(f"{message} (strict mode)") from exc
         log.warning("%s — the experiment goes on; set strict: true to fail instead", message)

@@ -141,3 +141,20 @@ def test_deleted_runs_leave_every_view_with_their_samples_and_steps(store: Store
     with pytest.raises(NotFound):
         list(store.steps(StepRange(run_id="a")))
     assert store.delete_runs(["a"]) == 0  # a replayed deletion is not an error
+
+
+def test_tags_and_notes_keep_no_secret(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with warehouse.start_run("digits") as run:
+        run.log_metrics("val", {"acc": 0.5})
+    token = "ghp_" + "a1B2" * 9
+    code, _, err = run_main(["runs", "tag", run.run_id, f"+{token}"], monkeypatch, capsys)
+    assert code == 2
+    assert "looks like a secret" in err
+    code, out, err = run_main(
+        ["runs", "note", run.run_id, f"pushed with {token}", "-f", "json"], monkeypatch, capsys
+    )
+    assert code == 0, err
+    assert token not in out
+    assert token not in (home / "runs" / f"{run.run_id}.json").read_text()

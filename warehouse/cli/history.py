@@ -203,12 +203,17 @@ def tag(
 
     Example: warehouse runs tag 3f2a9c1b +baseline -debug
     """
+    from warehouse.capture.redact import redact_overrides
+    from warehouse.errors import ConfigurationError
     from warehouse.history import TagChange
     from warehouse.history import tag as tagging
+    from warehouse.settings import load
 
     run_ids = [w for w in words if w[:1] not in "+-"]
-    change = TagChange.parse(w for w in words if w[:1] in "+-")
-    _edit(run_ids, filter, tagging(change), fmt)
+    tokens = [w for w in words if w[:1] in "+-"]
+    if redact_overrides(tokens, load().redaction) != tokens:
+        raise ConfigurationError("a tag looks like a secret (a key or token); tags are public")
+    _edit(run_ids, filter, tagging(TagChange.parse(tokens)), fmt)
 
 
 @runs_app.command("note")
@@ -222,8 +227,9 @@ def note(
     Example: warehouse runs note 3f2a9c1b "baseline for the paper; data v2"
     """
     from warehouse.history import note as noting
+    from warehouse.settings import load
 
-    _edit([run_id], None, noting(text), fmt)
+    _edit([run_id], None, noting(load().redaction.text(text)), fmt)
 
 
 @runs_app.command("rename-experiment")

@@ -377,7 +377,7 @@ def _open_run(
         log.warning(
             "warehouse watch: cannot record this run (%s: %s); the command runs unrecorded",
             type(exc).__name__,
-            exc,
+            str(exc) if settings is None else settings.redaction.text(str(exc)),
         )
         return None
 
