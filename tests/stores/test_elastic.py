@@ -10,11 +10,11 @@ import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pytest
-from elastic_transport import ApiResponseMeta, HttpHeaders, NodeConfig
+from elastic_transport import ApiResponseMeta, HttpHeaders, NodeConfig, Urllib3HttpNode
 from elasticsearch import (
     AuthenticationException,
     AuthorizationException,
@@ -187,6 +187,55 @@ def test_steps_written_twice_are_stored_once(es: ElasticStore, raw: Elasticsearc
     assert [s["seq"] for s in es.steps(StepRange("r1"))] == [0, 1, 2, 3, 4]
     assert [s["seq"] for s in es.steps(StepRange("r1", after_seq=2, limit=1))] == [3]
     assert raw.count(index=f"{es.prefix}-steps").body["count"] == 5
+
+
+class _RecordingNode(Urllib3HttpNode):
+    """A real HTTP node that also notes every request it sends (method, path, body)."""
+
+    sent: ClassVar[list[tuple[str, str, bytes]]] = []
+
+    def perform_request(self, method: str, target: str, body: bytes | None = None, **kw: Any):  # type: ignore[no-untyped-def]
+        type(self).sent.append((method, target, body or b""))
+        return super().perform_request(method, target, body, **kw)
+
+
+def test_a_step_batch_sent_again_is_already_stored_never_rewritten(
+    es_url: str, es_prefix: str, raw: Elasticsearch
+) -> None:
+    # a retry after a timeout re-sends a batch the data stream already holds: every 409 on
+    # create (our deterministic run_id:seq ids) is "already stored"; a rewrite with `index`
+    # ops, which real Elasticsearch refuses on a data stream and its backing indices, would
+    # fail the batch on every retry and hold back every newer step of the run
+    _RecordingNode.sent = []
+    client = Elasticsearch(es_url, node_class=_RecordingNode)
+    with ElasticStore(client, prefix=es_prefix) as store:
+        store.install()
+        stream = f"{es_prefix}-steps"
+        first = [_loss_step(i, loss=1.0) for i in range(3)]
+        store.write_steps("r1", "exp", first)
+        _RecordingNode.sent.clear()
+        again = [_loss_step(i, loss=2.0) for i in range(5)]  # 0-2 again (other values), 3-4 new
+        store.write_steps("r1", "exp", again)
+        bulks = [(t, b) for m, t, b in _RecordingNode.sent if t.split("?")[0].endswith("_bulk")]
+        stored = list(store.steps(StepRange("r1")))
+    assert len(bulks) == 1, "one bulk request: nothing re-sent"
+    lines = [json.loads(line) for line in bulks[0][1].splitlines() if line.strip()]
+    actions = [next(iter(line)) for line in lines[::2]]
+    targets = {next(iter(line.values()))["_index"] for line in lines[::2]}
+    assert actions == ["create"] * 5, "a data stream takes only create ops"
+    assert targets == {stream}, "never aimed at a backing index"
+    assert [s["seq"] for s in stored] == [0, 1, 2, 3, 4]
+    assert [s["metrics"]["loss"] for s in stored] == [1.0, 1.0, 1.0, 2.0, 2.0]
+    assert raw.count(index=stream).body["count"] == 5
+
+
+def _loss_step(seq: int, loss: float) -> dict[str, Any]:
+    return {
+        "seq": seq,
+        "step": seq,
+        "@timestamp": "2026-01-01T00:00:00Z",
+        "metrics": {"loss": loss},
+    }
 
 
 @pytest.mark.slow

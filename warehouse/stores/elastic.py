@@ -6,7 +6,7 @@ Translation only: records become documents (``elastic_bulk``), queries become DS
 and ``elastic_admin`` (`warehouse init`). Writes are idempotent by ``_id``: runs are indexed
 with ``version_type=external_gte`` and a nanosecond version (a late copy never overwrites a
 newer one), a split's samples are deleted and rewritten, steps are created by ``run_id:seq``
-(one written again replaces the stored one). Runs and steps are written with
+(the first write wins: a 409 on ``create`` means already stored). Runs and steps are written with
 ``refresh=wait_for``, samples refreshed once at the end: "record, then query" sees the record.
 A server that answers the 9.x client's first request is accepted whatever version it reports
 (an 8.x refuses its ``compatible-with=9`` headers; noida-db says 8.15.3 and speaks the 9 API).
@@ -261,10 +261,13 @@ class ElasticStore:
         return rows
 
     def write_steps(self, run_id: str, experiment: str, steps: Sequence[dict[str, Any]]) -> None:
-        """Store step documents ``run_id:seq``; a step written again replaces the old one.
+        """Store step documents ``run_id:seq``; the first write of a ``seq`` wins.
 
-        A data stream takes only ``create``; a ``seq`` already there is overwritten in the
-        backing index that holds it, so the last write wins as in the local store.
+        A data stream takes only ``create`` (Elasticsearch refuses ``index`` ops, even on the
+        backing index): a 409 on our deterministic ``_id`` means the step is already stored
+        (a retry after a timeout, a replay of spilled steps) and counts as written. Nothing
+        is ever rewritten, so a re-sent batch can never stall the steps after it; the local
+        store answers the same (its first line of a ``seq`` wins).
         """
         if not steps:
             return
@@ -277,14 +280,8 @@ class ElasticStore:
             self._ensure_ready("steps")
             writer = self.client.options(request_timeout=WRITE_TIMEOUT_S)
             result = bulk.send(writer, bulk.item_lines("create", stream, docs), refresh="wait_for")
-            if result.conflicts:
-                again = [
-                    bulk.action("index", backing, docs[number][0])
-                    + bulk.encode(docs[number][1])
-                    + b"\n"
-                    for number, backing in result.conflicts
-                ]
-                result.add(bulk.send(writer, again, refresh="wait_for"))
+        if result.existing:
+            log.debug("%d step(s) of run %s were already stored", result.existing, run_id)
         self._raise_rejected(result, "step", len(docs))
 
     def _ensure_ready(self, kind: Kind) -> None:
