@@ -55,7 +55,7 @@ from warehouse.stores.elastic_errors import (
     public_url,
     quiet_transport_logs,
 )
-from warehouse.stores.elastic_templates import KINDS, Kind, index_names
+from warehouse.stores.elastic_templates import KINDS, MAX_TYPED_PARAMS, Kind, index_names
 
 if TYPE_CHECKING:
     from warehouse.settings import Settings
@@ -219,6 +219,8 @@ class ElasticStore:
             self._ensure_ready("runs")
             writer = self.client.options(request_timeout=WRITE_TIMEOUT_S)
             result = bulk.send(writer, items, refresh="wait_for")
+        if any(len(doc.get("params") or {}) > MAX_TYPED_PARAMS for doc in docs):
+            self._fields.pop("runs", None)  # params_extra now holds values: read it afresh
         self._raise_rejected(result, "run", len(items))
 
     def write_samples(
@@ -318,7 +320,7 @@ class ElasticStore:
         """Run documents matching ``query``, in its order, at most ``limit``."""
 
         def build(columns: dict[str, str]) -> dict[str, Any]:
-            return eq.runs_body(query, columns)
+            return eq.runs_body(query, columns, self._has_extra)
 
         body = self._build("runs", build)
         if body is None:
@@ -337,7 +339,8 @@ class ElasticStore:
 
         def build(columns: dict[str, str]) -> dict[str, Any]:
             lucene.check_metric(metric, columns)
-            return {"size": 0, "query": eq.to_query(query.filter, columns, lucene.DEFAULT_FIELDS)}
+            where = eq.to_query(query.filter, columns, lucene.DEFAULT_FIELDS, self._has_extra)
+            return {"size": 0, "query": where}
 
         body = self._build("runs", build)
         if body is None:
@@ -361,7 +364,8 @@ class ElasticStore:
         """One ``terms`` aggregation over the matching runs."""
 
         def build(columns: dict[str, str]) -> dict[str, Any]:
-            return {"size": 0, "query": eq.to_query(query.filter, columns, lucene.DEFAULT_FIELDS)}
+            where = eq.to_query(query.filter, columns, lucene.DEFAULT_FIELDS, self._has_extra)
+            return {"size": 0, "query": where}
 
         body = self._build("runs", build)
         if body is None or query.field not in self.columns("runs"):
@@ -493,6 +497,8 @@ class ElasticStore:
             answer = self.client.indices.get_mapping(index=self.names[kind]).body
         columns = eq.kinds(answer)
         columns.pop(bulk.ROW_FIELD, None)
+        if eq.EXTRA in columns and not self._count_where(kind, {"exists": {"field": eq.EXTRA}}):
+            columns.pop(eq.EXTRA)  # mapped by the template, but no run has a huge config
         self._fields[kind] = (time.monotonic(), columns)
         return columns
 
@@ -512,8 +518,15 @@ class ElasticStore:
 
     def _count(self, kind: Kind, **term: str) -> int:
         query: dict[str, Any] = {"bool": {"filter": [{"term": {k: v}} for k, v in term.items()]}}
+        return self._count_where(kind, query)
+
+    def _count_where(self, kind: Kind, query: dict[str, Any]) -> int:
         with self._map_errors(f"count {kind}"):
             return int(self.client.count(index=self.names[kind], query=query).body["count"])
+
+    def _has_extra(self, key: str) -> bool:
+        """Whether some run keeps ``params.<key>`` in ``params_extra`` (a huge config)."""
+        return bool(self._count_where("runs", {"exists": {"field": f"{eq.EXTRA}.{key}"}}))
 
     def _exists(self, kind: Kind) -> bool:
         with self._map_errors(f"look for {self.names[kind]}"):
