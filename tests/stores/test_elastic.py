@@ -229,6 +229,58 @@ def test_a_step_batch_sent_again_is_already_stored_never_rewritten(
     assert raw.count(index=stream).body["count"] == 5
 
 
+def test_over_time_asks_for_records_not_for_every_run(es_url: str, es_prefix: str) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from warehouse.query import views
+
+    start = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    scores = [0.5 + 0.4 * ((i * 37) % 101) / 101 for i in range(240)]  # ups and downs
+    docs = [
+        Run(
+            run_id=f"run-{i:03d}",
+            experiment=f"e{i % 3}",
+            ended_at=start + timedelta(hours=9 * i),
+            metrics={"val": {"acc": score}},
+        ).to_doc()
+        for i, score in enumerate(scores)
+    ]
+    records, best = 0, -1.0
+    for score in scores:
+        if score > best:
+            records, best = records + 1, score
+    _RecordingNode.sent = []
+    client = Elasticsearch(es_url, node_class=_RecordingNode)
+    with ElasticStore(client, prefix=es_prefix) as store:
+        store.install()
+        store.write_runs(docs)
+        everything = views.over_time(store, "val.acc")  # lists every run: reads them all
+        _RecordingNode.sent.clear()
+        latest = views.over_time(store, "val.acc", limit=5)
+        latest_sent = list(_RecordingNode.sent)
+        _RecordingNode.sent.clear()
+        monthly = views.over_time(store, "val.acc", interval="month")
+        monthly_sent = list(_RecordingNode.sent)
+    assert latest == everything[-5:]
+    assert [p["run_id"] for p in everything if p["is_new_best"]] == [
+        p["best_run_id"] for p in everything if p["is_new_best"]
+    ]
+    assert sum(p["is_new_best"] for p in everything) == records
+    searches = [b for _, t, b in latest_sent if "_search" in t]
+    # one question per record, one that finds none, one for the latest runs
+    assert len(searches) == records + 2
+    sizes = [json.loads(b).get("size") for b in searches]
+    assert sorted(sizes) == [1] * (records + 1) + [5]
+    assert sum(p["run_count"] for p in monthly) == len(docs)
+    assert [p["period"] for p in monthly][:2] == ["2026-01-01", "2026-02-01"]
+    monthly_searches = [b for _, t, b in monthly_sent if "_search" in t]
+    months = len(monthly)
+    # records chase + the last run + per month its best run and its count
+    assert len(monthly_searches) <= records + 2 + 2 * months
+    assert all((json.loads(b).get("size") or 0) <= 1 for b in monthly_searches)
+    assert len(docs) > 5 * (records + 2 + 2 * months)  # far fewer questions than runs
+
+
 def _loss_step(seq: int, loss: float) -> dict[str, Any]:
     return {
         "seq": seq,

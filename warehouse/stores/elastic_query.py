@@ -211,7 +211,7 @@ def extra_wildcard_error(field: str, pattern: str) -> QuerySyntaxError:
     return QuerySyntaxError(
         f"params.{key}:{pattern}: runs with more than {MAX_TYPED_PARAMS:,} params keep "
         f"params.{key} in params_extra, where Elasticsearch takes no wildcard but a trailing * "
-        f"(a prefix); write params.{key}:{wildcard_stem(pattern)}* or an exact value",
+        f"(a prefix); write params.{key}:{wildcard_stem(pattern) or 'abc'}* or an exact value",
         field=f"params.{key}",
     )
 

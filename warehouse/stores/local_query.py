@@ -207,7 +207,7 @@ class _ArrowEval:
             return self.mask(lucene.Or(tuple(lucene.with_field(node, f) for f in fields_)))
         if self.extra.present and node.field.startswith("params."):
             held = self.extra.rows(node.field)
-            if node.field in self.table.schema.names:
+            if self.extra.typed(node.field):
                 typed = self._field(node)
             else:
                 typed = np.zeros(self.n, dtype=bool)
