@@ -13,7 +13,12 @@ What the syntax means here:
   ``?`` one character, ``\\`` escapes the next character).
 * ``field:>=0.9``, ``field:<5``, ``field:[a TO b]``, ``field:{a TO b}``, ``field:[0.9 TO *]``
   — ranges; numbers on numeric fields, ISO-8601 dates or date math (``now-7d``,
-  ``now-1M/M``: :func:`date_math`) on date fields, alphabetical on text.
+  ``now-1M/M``, ``2026-11-20||+1M/d``) on date fields, alphabetical on text. A date means
+  what Elasticsearch makes of it (:func:`date_span`, :func:`ms_bounds`): ``gte``/``lt`` use
+  its first millisecond, ``gt``/``lte`` its last, so ``ended_at:2026-11-20`` is the whole day.
+* Analysed text (:data:`ANALYZED`, Elasticsearch ``text``: ``error.message``) is searched word
+  by word (:func:`analyze`): a term matches any word, a phrase the words in a row, a wildcard
+  one word; ranges on it are refused.
 * ``_exists_:field`` or ``field:*`` — the field has a value.
 * ``AND``, ``OR``, ``NOT`` (or ``&&``, ``||``, ``!``), ``+must``, ``-must_not``, parentheses,
   ``field:(a OR b)``. Lower-case ``and``/``or``/``not`` are refused: in Lucene they would be
@@ -27,7 +32,8 @@ What the syntax means here:
   in Elasticsearch).
 
 Field kinds (the ``columns`` mappings): :data:`NUMBER`, :data:`BOOLEAN`, :data:`TEXT`,
-:data:`DATE`, :data:`TEXT_LIST`, and :data:`EMPTY` for a field that exists but holds no value.
+:data:`DATE`, :data:`TEXT_LIST`, :data:`ANALYZED`, and :data:`EMPTY` for a field that exists but
+holds no value.
 Boosts (``^2``) are ignored; fuzzy (``~``), proximity and regex queries are refused.
 """
 
