@@ -267,3 +267,59 @@ def test_date_math_as_kibana_users_type_it(text: str, expected: str) -> None:
 def test_bad_date_math_says_how_to_write_it() -> None:
     with pytest.raises(QuerySyntaxError, match="now-7d"):
         lucene.date_math("ended_at", "now-7days")
+
+
+@pytest.mark.parametrize(
+    ("text", "first", "last"),
+    [
+        pytest.param(
+            "2026-11-20", "2026-11-20T00:00:00.000Z", "2026-11-20T23:59:59.999Z", id="day"
+        ),
+        pytest.param("2026-11", "2026-11-01T00:00:00.000Z", "2026-11-01T23:59:59.999Z", id="month"),
+        pytest.param(
+            "2026-11-20T10:00:00", "2026-11-20T10:00:00.000Z", "2026-11-20T10:00:00.999Z", id="s"
+        ),
+        pytest.param(
+            "2026-11-20T10:00:00.123456+01:00",
+            "2026-11-20T09:00:00.123Z",
+            "2026-11-20T09:00:00.123Z",
+            id="zone-and-micros",
+        ),
+        pytest.param(
+            "2014-11-18||/M", "2014-11-01T00:00:00.000Z", "2014-11-30T23:59:59.999Z", id="anchor"
+        ),
+        pytest.param("now-1d/d", "2026-03-30T00:00:00.000Z", "2026-03-30T23:59:59.999Z", id="now"),
+        pytest.param(
+            "1700000000000", "2023-11-14T22:13:20.000Z", "2023-11-14T22:13:20.000Z", id="ms"
+        ),
+    ],
+)
+def test_dates_span_what_elasticsearch_makes_of_them(text: str, first: str, last: str) -> None:
+    # the Elasticsearch 9 range-query page: missing parts default to 01/01 23:59:59.999 when
+    # rounding up; ||/M rounds to the month's first and last millisecond
+    now = datetime(2026, 3, 31, 10, 20, 30, tzinfo=UTC)
+    low, high = lucene.date_span("ended_at", text, now)
+    assert (lucene.iso_ms(low), lucene.iso_ms(high)) == (first, last)
+
+
+def test_date_bounds_round_as_elasticsearch_does() -> None:
+    def bounds(text: str) -> tuple[str | None, str | None]:
+        node = lucene.parse(text)
+        assert isinstance(node, lucene.Range | lucene.Term)
+        low, high = lucene.ms_bounds(node)
+        return (
+            None if low is None else lucene.iso_ms(low),
+            None if high is None else lucene.iso_ms(high),
+        )
+
+    assert bounds("t:>2026-11-20") == ("2026-11-21T00:00:00.000Z", None)
+    assert bounds("t:>=2026-11-20") == ("2026-11-20T00:00:00.000Z", None)
+    assert bounds("t:<2026-11-20") == (None, "2026-11-19T23:59:59.999Z")
+    assert bounds("t:<=2026-11-20") == (None, "2026-11-20T23:59:59.999Z")
+    assert bounds("t:2026-11-20") == ("2026-11-20T00:00:00.000Z", "2026-11-20T23:59:59.999Z")
+
+
+def test_analysed_text_is_cut_into_lower_case_words() -> None:
+    assert lucene.analyze("CUDA error: out of memory (tried 2.00 GiB); Out-of-memory") == [
+        "cuda", "error", "out", "of", "memory", "tried", "2.00", "gib", "out", "of", "memory",
+    ]  # fmt: skip

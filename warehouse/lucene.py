@@ -13,7 +13,12 @@ What the syntax means here:
   ``?`` one character, ``\\`` escapes the next character).
 * ``field:>=0.9``, ``field:<5``, ``field:[a TO b]``, ``field:{a TO b}``, ``field:[0.9 TO *]``
   — ranges; numbers on numeric fields, ISO-8601 dates or date math (``now-7d``,
-  ``now-1M/M``: :func:`date_math`) on date fields, alphabetical on text.
+  ``now-1M/M``, ``2026-11-20||+1M/d``) on date fields, alphabetical on text. A date means
+  what Elasticsearch makes of it (:func:`date_span`, :func:`ms_bounds`): ``gte``/``lt`` use
+  its first millisecond, ``gt``/``lte`` its last, so ``ended_at:2026-11-20`` is the whole day.
+* Analysed text (:data:`ANALYZED`, Elasticsearch ``text``: ``error.message``) is searched word
+  by word (:func:`analyze`): a term matches any word, a phrase the words in a row, a wildcard
+  one word; ranges on it are refused.
 * ``_exists_:field`` or ``field:*`` — the field has a value.
 * ``AND``, ``OR``, ``NOT`` (or ``&&``, ``||``, ``!``), ``+must``, ``-must_not``, parentheses,
   ``field:(a OR b)``. Lower-case ``and``/``or``/``not`` are refused: in Lucene they would be
@@ -27,7 +32,8 @@ What the syntax means here:
   in Elasticsearch).
 
 Field kinds (the ``columns`` mappings): :data:`NUMBER`, :data:`BOOLEAN`, :data:`TEXT`,
-:data:`DATE`, :data:`TEXT_LIST`, and :data:`EMPTY` for a field that exists but holds no value.
+:data:`DATE`, :data:`TEXT_LIST`, :data:`ANALYZED`, and :data:`EMPTY` for a field that exists but
+holds no value.
 Boosts (``^2``) are ignored; fuzzy (``~``), proximity and regex queries are refused.
 """
 
@@ -51,6 +57,12 @@ TEXT = "text"
 DATE = "date"
 TEXT_LIST = "text[]"
 EMPTY = "empty"  # a field that exists but holds no value anywhere
+ANALYZED = "analysed text"  # Elasticsearch ``text``: searched word by word (:func:`analyze`)
+ANALYZED_RUN_FIELDS = ("error.message", "git.message")
+"""Run fields the Elasticsearch mapping types ``text`` (the standard analyser); every store
+searches them word by word. The parity tests check this list against the live mapping."""
+TEXT_MAX = "\U0010ffff"
+"""The upper bound that closes an open text range (no text sorts after it in practice)."""
 DEFAULT_FIELDS = ("experiment", "run_id", "tags")
 """Fields a bare term (no ``field:``) searches in run filters."""
 
@@ -117,6 +129,7 @@ class Exists:
 
 
 Node = And | Or | Not | Term | Phrase | Range | Exists
+Leaf = Term | Phrase | Range | Exists
 MATCH_ALL: Node = And(())
 
 
@@ -327,6 +340,11 @@ def sort_kind(field: str, columns: Mapping[str, str], *, explicit: bool, what: s
     kind = columns.get(field)
     if kind == TEXT_LIST:
         raise QuerySyntaxError(f"cannot sort by {field}: it holds lists; sort by another field")
+    if kind == ANALYZED:
+        raise QuerySyntaxError(
+            f"cannot sort by {field}: it is analysed text (searched word by word); sort by "
+            "another field"
+        )
     if kind is None and explicit:
         raise unknown_field(field, [c for c in columns if not c.startswith("_")], what)
     return kind
@@ -347,12 +365,23 @@ def validate(
         raise unknown_field(node.field, [c for c in columns if not c.startswith("_")])
     elif isinstance(node, Range):
         kind = columns[node.field]
+        if kind == ANALYZED:
+            raise QuerySyntaxError(
+                f"field {node.field} is analysed text (searched word by word); ranges do not "
+                f'work on it — search words or phrases instead, e.g. {node.field}:"out of memory"'
+                f" or {node.field}:memor*",
+                field=node.field,
+            )
         for bound in (node.low, node.high):
             if bound is not None:
                 _range_value(node.field, kind, bound)
     elif isinstance(node, Term | Phrase):
         kind = columns[node.field]
-        if isinstance(node, Term) and node.wildcard and kind not in (TEXT, TEXT_LIST, EMPTY):
+        if (
+            isinstance(node, Term)
+            and node.wildcard
+            and kind not in (TEXT, TEXT_LIST, EMPTY, ANALYZED)
+        ):
             raise QuerySyntaxError(
                 f"field {node.field} is {_noun(kind)}; wildcards (* ?) work on text fields only"
                 f" — use a range instead, e.g. {node.field}:[0.9 TO *]",
@@ -395,9 +424,13 @@ def value_of(field: str, kind: str, value: str, *, ranged: bool = False) -> Any:
 
 
 def _noun(kind: str) -> str:
-    return {NUMBER: "numeric", BOOLEAN: "boolean", DATE: "a date", TEXT_LIST: "a list"}.get(
-        kind, "text"
-    )
+    return {
+        NUMBER: "numeric",
+        BOOLEAN: "boolean",
+        DATE: "a date",
+        TEXT_LIST: "a list",
+        ANALYZED: "analysed text",
+    }.get(kind, "text")
 
 
 def _value(field: str, kind: str, value: str) -> Any:
@@ -421,52 +454,169 @@ def _value(field: str, kind: str, value: str) -> Any:
             )
         return value.lower() == "true"
     if kind == DATE:
-        if value.startswith("now"):
-            return date_math(field, value)
-        try:
-            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise QuerySyntaxError(
-                f"field {field} is a date; {value!r} is neither ISO-8601 nor date math (write "
-                f'e.g. {field}:>=2024-05-01, {field}:>="2024-05-01T12:00:00" or '
-                f"{field}:>now-7d)",
-                field=field,
-            ) from None
-        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        first, _ = date_span(field, value)
+        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=first)
     return value
 
 
 _DATE_MATH = re.compile(r"now((?:[+-]\d+[yMwdhHms])*)(?:/([yMwdhHms]))?")
+_MATH = re.compile(r"((?:[+-]\d+[yMwdhHms])*)(?:/([yMwdhHms]))?")
 _STEP = re.compile(r"([+-])(\d+)([yMwdhHms])")
 _SECONDS = {"w": 604_800, "d": 86_400, "h": 3_600, "H": 3_600, "m": 60, "s": 1}
+_ISO = re.compile(
+    r"(\d{4})(?:-(\d{2})(?:-(\d{2})(?:[T ](\d{2})(?::(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?)?)?)?"
+    r"(Z|[+-]\d{2}(?::?\d{2})?)?"
+)
+_MS = timedelta(milliseconds=1)
 
 
 def date_math(field: str, value: str, now: datetime | None = None) -> datetime:
     """Elasticsearch date math as Kibana users type it: ``now``, ``now-7d``, ``now-1M/M``.
 
-    Units y M w d h/H m s; ``/unit`` rounds down to the start of that unit (UTC). Elasticsearch
-    rounds ``gt``/``lte`` bounds up instead; the local store always rounds down.
+    Units y M w d h/H m s; ``/unit`` rounds down to the start of that unit (UTC): the moment a
+    ``gte``/``lt`` bound means. :func:`date_span` gives both ends, as Elasticsearch rounds them.
     """
     found = _DATE_MATH.fullmatch(value)
     if found is None:
-        raise QuerySyntaxError(
-            f"field {field}: cannot read the date math {value!r}; write e.g. now-7d, now-1h, "
-            "now-1M/M (units y M w d h m s)",
-            field=field,
-        )
+        raise _bad_math(field, value)
     moment = (now or datetime.now(UTC)).astimezone(UTC)
-    for sign, amount, unit in _STEP.findall(found.group(1)):
+    return _apply_math(moment, found.group(1), found.group(2), up=False)
+
+
+def _bad_math(field: str, value: str) -> QuerySyntaxError:
+    return QuerySyntaxError(
+        f"field {field}: cannot read the date math {value!r}; write e.g. now-7d, now-1h, "
+        "now-1M/M (units y M w d h m s), or 2026-11-20||+1M/d",
+        field=field,
+    )
+
+
+def _apply_math(moment: datetime, steps: str, unit: str | None, *, up: bool) -> datetime:
+    for sign, amount, step_unit in _STEP.findall(steps):
         n = int(amount) * (1 if sign == "+" else -1)
-        if unit in ("y", "M"):
-            months = moment.year * 12 + moment.month - 1 + (n * 12 if unit == "y" else n)
+        if step_unit in ("y", "M"):
+            months = moment.year * 12 + moment.month - 1 + (n * 12 if step_unit == "y" else n)
             year, month = divmod(months, 12)
             moment = _with_month(moment, year, month + 1)
         else:
-            moment += timedelta(seconds=n * _SECONDS[unit])
-    unit = found.group(2)
+            moment += timedelta(seconds=n * _SECONDS[step_unit])
     if unit:
         moment = _round_down(moment, unit)
+        if up:  # the last millisecond of the unit
+            moment = _next_unit(moment, unit) - _MS
     return moment
+
+
+def date_span(field: str, value: str, now: datetime | None = None) -> tuple[int, int]:
+    """The first and last millisecond (since the epoch, UTC) a typed date means, exactly as
+    Elasticsearch parses a bound: the first for ``gte``/``lt``, the last for ``gt``/``lte``.
+
+    * Date math (``now-1d/d``, ``2026-11-20||+1M/M``): ``/unit`` rounds to the unit's first or
+      last millisecond.
+    * A date with parts missing: the first millisecond fills them with their minimum; the last
+      with Elasticsearch's documented defaults (month 01, day 01, hour 23, minute 59, second
+      59, fraction .999...): ``2026-11-20`` spans the whole day, ``2026-11-20T10:00:00`` the
+      whole second, and ``2026-11`` (like Elasticsearch) only 1 November.
+    * Digits only, longer than a year: milliseconds since the epoch.
+    Date fields hold milliseconds (Elasticsearch's ``date``); finer parts are cut off.
+    """
+    text = value.strip()
+    if text.startswith("now"):
+        found = _DATE_MATH.fullmatch(text)
+        if found is None:
+            raise _bad_math(field, value)
+        moment = (now or datetime.now(UTC)).astimezone(UTC)
+        low = _apply_math(moment, found.group(1), found.group(2), up=False)
+        high = _apply_math(moment, found.group(1), found.group(2), up=True)
+        return _ms(low), _ms(high)
+    anchor, sep, math_text = text.partition("||")
+    if sep:
+        found = _MATH.fullmatch(math_text)
+        if found is None:
+            raise _bad_math(field, value)
+        start = _parse_date(field, anchor, up=False)
+        low = _apply_math(start, found.group(1), found.group(2), up=False)
+        high = _apply_math(start, found.group(1), found.group(2), up=True)
+        return _ms(low), _ms(high)
+    if text.isdigit() and len(text) > 4:
+        return int(text), int(text)
+    return _ms(_parse_date(field, text, up=False)), _ms(_parse_date(field, text, up=True))
+
+
+def _parse_date(field: str, text: str, *, up: bool) -> datetime:
+    found = _ISO.fullmatch(text)
+    if found is None:
+        raise QuerySyntaxError(
+            f"field {field} is a date; {text!r} is neither ISO-8601 nor date math (write "
+            f'e.g. {field}:>=2024-05-01, {field}:>="2024-05-01T12:00:00" or '
+            f"{field}:>now-7d)",
+            field=field,
+        )
+    year, month, day, hour, minute, second, fraction, zone = found.groups()
+    if up:  # Elasticsearch's round-up parser: the documented defaults for missing parts
+        parts = [month or "01", day or "01", hour or "23", minute or "59", second or "59"]
+        nanos = int((fraction or "999999999").ljust(9, "0"))
+    else:
+        parts = [month or "01", day or "01", hour or "00", minute or "00", second or "00"]
+        nanos = int((fraction or "0").ljust(9, "0"))
+    try:
+        month_, day_, hour_, minute_, second_ = (int(p) for p in parts)
+        moment = datetime(
+            int(year), month_, day_, hour_, minute_, second_, nanos // 1000, tzinfo=UTC
+        )
+    except ValueError as exc:
+        raise QuerySyntaxError(f"field {field}: {text!r} is not a valid date ({exc})") from None
+    if zone and zone != "Z":
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0))
+        moment -= sign * offset
+    return moment
+
+
+def _ms(moment: datetime) -> int:
+    """Milliseconds since the epoch, finer parts cut off (toward the past)."""
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def ms_bounds(
+    node: Term | Phrase | Range, now: datetime | None = None
+) -> tuple[int | None, int | None]:
+    """The closed millisecond interval a date term or range matches (None: open), with
+    Elasticsearch's rounding: ``gte``/``lt`` use a bound's first millisecond, ``gt``/``lte``
+    its last; a term (``ended_at:2026-11-20``) is the closed span of its value."""
+    assert node.field is not None
+    if isinstance(node, Range):
+        low = high = None
+        if node.low is not None:
+            first, last = date_span(node.field, node.low, now)
+            low = first if node.include_low else last + 1
+        if node.high is not None:
+            first, last = date_span(node.field, node.high, now)
+            high = last if node.include_high else first - 1
+        return low, high
+    return date_span(node.field, node.value, now)
+
+
+def iso_ms(ms: int) -> str:
+    """Milliseconds since the epoch as ISO-8601 with milliseconds, in UTC."""
+    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+_QUOTES = "'\u2019"
+_TOKEN = re.compile(
+    rf"\w+(?:(?:(?<=[^\W\d_])[.{_QUOTES}:](?=[^\W\d_])|(?<=\d)[.,;{_QUOTES}](?=\d))\w+)*"
+)
+
+
+def analyze(text: str) -> list[str]:
+    """The words Elasticsearch's standard analyser makes of ``text``, lower-cased: runs of
+    letters, digits and ``_``; ``.``, ``'`` and ``:`` inside words (``don't``, ``u.s.a``) and
+    ``.``, ``,`` inside numbers (``2.00``, ``1,000``) keep them whole (Unicode word breaks,
+    UAX #29, for the common cases)."""
+    return [token.lower() for token in _TOKEN.findall(text)]
 
 
 def _with_month(moment: datetime, year: int, month: int) -> datetime:
@@ -493,6 +643,15 @@ def _round_down(moment: datetime, unit: str) -> datetime:
     return moment.replace(microsecond=0)
 
 
+def _next_unit(start: datetime, unit: str) -> datetime:
+    if unit == "y":
+        return start.replace(year=start.year + 1)
+    if unit == "M":
+        return _with_month(start, start.year + start.month // 12, start.month % 12 + 1)
+    step = {"w": 604_800, "d": 86_400, "h": 3_600, "H": 3_600, "m": 60, "s": 1}[unit]
+    return start + timedelta(seconds=step)
+
+
 def _range_value(field: str, kind: str, value: str) -> Any:
     if kind == BOOLEAN:
         raise QuerySyntaxError(f"field {field} is boolean; ranges need numbers, dates or text")
@@ -514,6 +673,8 @@ def _is_number(value: str) -> bool:
 
 
 __all__ = [
+    "ANALYZED",
+    "ANALYZED_RUN_FIELDS",
     "BOOLEAN",
     "DATE",
     "DEFAULT_FIELDS",
@@ -522,17 +683,24 @@ __all__ = [
     "NUMBER",
     "TEXT",
     "TEXT_LIST",
+    "TEXT_MAX",
     "And",
     "Exists",
+    "Leaf",
     "Node",
     "Not",
     "Or",
     "Phrase",
     "Range",
     "Term",
+    "analyze",
     "check_metric",
+    "date_math",
+    "date_span",
     "default_fields_present",
     "fields",
+    "iso_ms",
+    "ms_bounds",
     "parse",
     "sort_kind",
     "unknown_field",

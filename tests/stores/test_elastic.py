@@ -10,11 +10,11 @@ import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pytest
-from elastic_transport import ApiResponseMeta, HttpHeaders, NodeConfig
+from elastic_transport import ApiResponseMeta, HttpHeaders, NodeConfig, Urllib3HttpNode
 from elasticsearch import (
     AuthenticationException,
     AuthorizationException,
@@ -187,6 +187,107 @@ def test_steps_written_twice_are_stored_once(es: ElasticStore, raw: Elasticsearc
     assert [s["seq"] for s in es.steps(StepRange("r1"))] == [0, 1, 2, 3, 4]
     assert [s["seq"] for s in es.steps(StepRange("r1", after_seq=2, limit=1))] == [3]
     assert raw.count(index=f"{es.prefix}-steps").body["count"] == 5
+
+
+class _RecordingNode(Urllib3HttpNode):
+    """A real HTTP node that also notes every request it sends (method, path, body)."""
+
+    sent: ClassVar[list[tuple[str, str, bytes]]] = []
+
+    def perform_request(self, method: str, target: str, body: bytes | None = None, **kw: Any):  # type: ignore[no-untyped-def]
+        type(self).sent.append((method, target, body or b""))
+        return super().perform_request(method, target, body, **kw)
+
+
+def test_a_step_batch_sent_again_is_already_stored_never_rewritten(
+    es_url: str, es_prefix: str, raw: Elasticsearch
+) -> None:
+    # a retry after a timeout re-sends a batch the data stream already holds: every 409 on
+    # create (our deterministic run_id:seq ids) is "already stored"; a rewrite with `index`
+    # ops, which real Elasticsearch refuses on a data stream and its backing indices, would
+    # fail the batch on every retry and hold back every newer step of the run
+    _RecordingNode.sent = []
+    client = Elasticsearch(es_url, node_class=_RecordingNode)
+    with ElasticStore(client, prefix=es_prefix) as store:
+        store.install()
+        stream = f"{es_prefix}-steps"
+        first = [_loss_step(i, loss=1.0) for i in range(3)]
+        store.write_steps("r1", "exp", first)
+        _RecordingNode.sent.clear()
+        again = [_loss_step(i, loss=2.0) for i in range(5)]  # 0-2 again (other values), 3-4 new
+        store.write_steps("r1", "exp", again)
+        bulks = [(t, b) for m, t, b in _RecordingNode.sent if t.split("?")[0].endswith("_bulk")]
+        stored = list(store.steps(StepRange("r1")))
+    assert len(bulks) == 1, "one bulk request: nothing re-sent"
+    lines = [json.loads(line) for line in bulks[0][1].splitlines() if line.strip()]
+    actions = [next(iter(line)) for line in lines[::2]]
+    targets = {next(iter(line.values()))["_index"] for line in lines[::2]}
+    assert actions == ["create"] * 5, "a data stream takes only create ops"
+    assert targets == {stream}, "never aimed at a backing index"
+    assert [s["seq"] for s in stored] == [0, 1, 2, 3, 4]
+    assert [s["metrics"]["loss"] for s in stored] == [1.0, 1.0, 1.0, 2.0, 2.0]
+    assert raw.count(index=stream).body["count"] == 5
+
+
+def test_over_time_asks_for_records_not_for_every_run(es_url: str, es_prefix: str) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from warehouse.query import views
+
+    start = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    scores = [0.5 + 0.4 * ((i * 37) % 101) / 101 for i in range(240)]  # ups and downs
+    docs = [
+        Run(
+            run_id=f"run-{i:03d}",
+            experiment=f"e{i % 3}",
+            ended_at=start + timedelta(hours=9 * i),
+            metrics={"val": {"acc": score}},
+        ).to_doc()
+        for i, score in enumerate(scores)
+    ]
+    records, best = 0, -1.0
+    for score in scores:
+        if score > best:
+            records, best = records + 1, score
+    _RecordingNode.sent = []
+    client = Elasticsearch(es_url, node_class=_RecordingNode)
+    with ElasticStore(client, prefix=es_prefix) as store:
+        store.install()
+        store.write_runs(docs)
+        everything = views.over_time(store, "val.acc")  # lists every run: reads them all
+        _RecordingNode.sent.clear()
+        latest = views.over_time(store, "val.acc", limit=5)
+        latest_sent = list(_RecordingNode.sent)
+        _RecordingNode.sent.clear()
+        monthly = views.over_time(store, "val.acc", interval="month")
+        monthly_sent = list(_RecordingNode.sent)
+    assert latest == everything[-5:]
+    assert [p["run_id"] for p in everything if p["is_new_best"]] == [
+        p["best_run_id"] for p in everything if p["is_new_best"]
+    ]
+    assert sum(p["is_new_best"] for p in everything) == records
+    searches = [b for _, t, b in latest_sent if "_search" in t]
+    # one question per record, one that finds none, one for the latest runs
+    assert len(searches) == records + 2
+    sizes = [json.loads(b).get("size") for b in searches]
+    assert sorted(sizes) == [1] * (records + 1) + [5]
+    assert sum(p["run_count"] for p in monthly) == len(docs)
+    assert [p["period"] for p in monthly][:2] == ["2026-01-01", "2026-02-01"]
+    monthly_searches = [b for _, t, b in monthly_sent if "_search" in t]
+    months = len(monthly)
+    # records chase + the last run + per month its best run and its count
+    assert len(monthly_searches) <= records + 2 + 2 * months
+    assert all((json.loads(b).get("size") or 0) <= 1 for b in monthly_searches)
+    assert len(docs) > 5 * (records + 2 + 2 * months)  # far fewer questions than runs
+
+
+def _loss_step(seq: int, loss: float) -> dict[str, Any]:
+    return {
+        "seq": seq,
+        "step": seq,
+        "@timestamp": "2026-01-01T00:00:00Z",
+        "metrics": {"loss": loss},
+    }
 
 
 @pytest.mark.slow

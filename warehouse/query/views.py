@@ -25,6 +25,7 @@ from warehouse.errors import ConfigurationError, NotFound, QuerySyntaxError, War
 from warehouse.models import Decomposition, Metric, decompose, infer_direction, resolve_metric
 from warehouse.query.status import STATUS_FIELDS, lost_aware, with_shown_status
 from warehouse.stores.base import (
+    CountQuery,
     ExperimentBest,
     Order,
     RankQuery,
@@ -401,29 +402,162 @@ def over_time(
     period from the first to the last (empty periods included): period (its first day),
     run_count, run_id/experiment/score of the period's best run, best_so_far and
     best_run_id at the period's end, is_new_best. ``limit`` keeps the latest points.
+
+    Only the per-run answer without a ``limit`` reads every run (it lists them). Otherwise
+    the records are chased (:func:`_records`: one one-run question per new best), the latest
+    ``limit`` runs read in one question, and each period asked for its best run and its
+    count: the cost follows the records and the points, never the number of runs.
     """
     m = resolve_metric(metric, direction)
     if interval is not None and interval not in INTERVALS:
         raise ConfigurationError(f"interval {interval!r} is not one of {', '.join(INTERVALS)}")
+    scoped = and_filters(filter, f"_exists_:{m.path}", "_exists_:ended_at")
+    try:
+        if interval is not None:
+            return _over_time_by(store, m, scoped, interval, limit)
+        if limit:
+            return _over_time_latest(store, m, scoped, limit)
+        docs = _scored_runs(store, m, scoped, "asc", None)
+    except QuerySyntaxError as exc:
+        if getattr(exc, "field", None) == m.path:
+            return []  # no run has a value of the metric yet
+        raise
+    scored = [(t, str(d.get("run_id")), d, v) for t, d, v in docs]
+    scored.sort(key=lambda item: (item[0], item[1]))
+    return _running_best(scored, m)
+
+
+_Scored = tuple[datetime, dict[str, Any], float]
+
+
+def _scored_runs(
+    store: Store, m: Metric, where: str | None, order: Order, limit: int | None
+) -> list[_Scored]:
+    """Runs with an end and a finite value of ``m``, by end time then run id."""
     docs = _search(
         store,
         RunQuery(
-            filter=filter,
-            sort=(("ended_at", "asc"), ("run_id", "asc")),
-            limit=None,
+            filter=where,
+            sort=(("ended_at", order), ("run_id", order)),
+            limit=limit,
             fields=("run_id", "experiment", "ended_at", m.path),
         ),
     )
-    scored: list[tuple[datetime, str, dict[str, Any], float]] = []
+    out = []
     for doc in docs:
         ended = parse_time(doc.get("ended_at"))
         score = finite(get_path(doc, m.path))
         if ended is not None and score is not None:
-            scored.append((ended, str(doc.get("run_id")), doc, score))
-    scored.sort(key=lambda item: (item[0], item[1]))
-    points = _running_best(scored, m) if interval is None else _running_best_by(scored, m, interval)
+            out.append((ended, doc, score))
+    return out
+
+
+def _beats(m: Metric, score: float) -> str:
+    """A filter for values of ``m`` better than ``score``."""
+    return f"{m.path}:{'>' if m.direction == 'max' else '<'}{score!r}"
+
+
+def _records(store: Store, m: Metric, where: str | None) -> list[_Scored]:
+    """Every run that set a new best, in end-time order, each found by one question of one
+    run: the first run after the current record (by end time, then run id) that beats it."""
+    records: list[_Scored] = []
+    found = _scored_runs(store, m, where, "asc", 1)
+    while found:
+        _, doc, score = found[0]
+        records.append(found[0])
+        after = f"ended_at:>={quote(str(doc.get('ended_at')))}"
+        found = _scored_runs(store, m, and_filters(where, after, _beats(m, score)), "asc", 1)
+    return records
+
+
+def _key(item: _Scored) -> tuple[datetime, str]:
+    return item[0], str(item[1].get("run_id"))
+
+
+def _best_at(records: Sequence[_Scored], key: tuple[datetime, str]) -> _Scored | None:
+    """The record standing at ``key`` (end time, run id): the last one not after it."""
+    standing = None
+    for record in records:
+        if _key(record) > key:
+            break
+        standing = record
+    return standing
+
+
+def _over_time_latest(
+    store: Store, m: Metric, where: str | None, limit: int
+) -> list[dict[str, Any]]:
+    latest = _scored_runs(store, m, where, "desc", limit)
+    latest.sort(key=_key)
+    records = _records(store, m, where)
+    record_ids = {str(r[1].get("run_id")) for r in records}
+    points = []
+    for item in latest:
+        _, doc, score = item
+        standing = _best_at(records, _key(item))
+        run_id = str(doc.get("run_id"))
+        points.append(
+            {
+                "ended_at": doc.get("ended_at"),
+                "run_id": run_id,
+                "experiment": doc.get("experiment"),
+                "score": score,
+                "best_so_far": standing[2] if standing else score,
+                "best_run_id": str(standing[1].get("run_id")) if standing else run_id,
+                "is_new_best": run_id in record_ids,
+            }
+        )
+    return points
+
+
+def _over_time_by(
+    store: Store, m: Metric, where: str | None, interval: Interval, limit: int | None
+) -> list[dict[str, Any]]:
+    records = _records(store, m, where)
+    if not records:
+        return []
+    last = _scored_runs(store, m, where, "desc", 1)
+    first_period = period_start(records[0][0], interval)
+    last_period = period_start(last[0][0], interval)
+    periods = []
+    period = first_period
+    while period <= last_period:
+        periods.append(period)
+        period = _next_period(period, interval)
     if limit:
-        points = points[-limit:]
+        periods = periods[-limit:]
+    order: Order = "desc" if m.direction == "max" else "asc"
+    points: list[dict[str, Any]] = []
+    for start in periods:
+        end = _next_period(start, interval)
+        span = f"ended_at:[{start.isoformat()} TO {end.isoformat()}}}"
+        within = and_filters(where, span)
+        tops = _search(
+            store,
+            RunQuery(
+                filter=within,
+                sort=((m.path, order), ("ended_at", "asc"), ("run_id", "asc")),
+                limit=1,
+                fields=("run_id", "experiment", "ended_at", m.path),
+            ),
+        )
+        top = tops[0] if tops else None
+        count = sum(store.count_by(CountQuery("experiment", within)).values()) if top else 0
+        closing = datetime.combine(end, datetime.min.time(), UTC)
+        standing = _best_at(records, (closing, ""))
+        new_here = [r for r in records if period_start(r[0], interval) == start]
+        points.append(
+            {
+                "period": start.isoformat(),
+                "run_count": count,
+                "run_id": top.get("run_id") if top else None,
+                "experiment": top.get("experiment") if top else None,
+                "score": finite(get_path(top, m.path)) if top else None,
+                "best_so_far": standing[2] if standing else None,
+                "best_run_id": str(standing[1].get("run_id")) if standing else None,
+                "is_new_best": bool(new_here),
+            }
+        )
     return points
 
 

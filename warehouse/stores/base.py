@@ -221,8 +221,9 @@ class StepRange:
 class Store(Protocol):
     """The contract both the local store and the Elasticsearch store implement.
 
-    Writes are idempotent by id: writing a run (``run_id``), a run's samples of a split
-    (``run_id:split:sample_id``) or a step (``run_id:seq``) twice replaces, never duplicates.
+    Writes are idempotent by id: writing a run (``run_id``) or a run's samples of a split
+    (``run_id:split:sample_id``) twice replaces, never duplicates; a step (``run_id:seq``)
+    written twice keeps its first copy (Elasticsearch's data stream only creates).
     """
 
     def write_runs(self, docs: Sequence[dict[str, Any]]) -> None:

@@ -6,7 +6,7 @@ Translation only: records become documents (``elastic_bulk``), queries become DS
 and ``elastic_admin`` (`warehouse init`). Writes are idempotent by ``_id``: runs are indexed
 with ``version_type=external_gte`` and a nanosecond version (a late copy never overwrites a
 newer one), a split's samples are deleted and rewritten, steps are created by ``run_id:seq``
-(one written again replaces the stored one). Runs and steps are written with
+(the first write wins: a 409 on ``create`` means already stored). Runs and steps are written with
 ``refresh=wait_for``, samples refreshed once at the end: "record, then query" sees the record.
 A server that answers the 9.x client's first request is accepted whatever version it reports
 (an 8.x refuses its ``compatible-with=9`` headers; noida-db says 8.15.3 and speaks the 9 API).
@@ -55,7 +55,7 @@ from warehouse.stores.elastic_errors import (
     public_url,
     quiet_transport_logs,
 )
-from warehouse.stores.elastic_templates import KINDS, Kind, index_names
+from warehouse.stores.elastic_templates import KINDS, MAX_TYPED_PARAMS, Kind, index_names
 
 if TYPE_CHECKING:
     from warehouse.settings import Settings
@@ -219,6 +219,8 @@ class ElasticStore:
             self._ensure_ready("runs")
             writer = self.client.options(request_timeout=WRITE_TIMEOUT_S)
             result = bulk.send(writer, items, refresh="wait_for")
+        if any(len(doc.get("params") or {}) > MAX_TYPED_PARAMS for doc in docs):
+            self._fields.pop("runs", None)  # params_extra now holds values: read it afresh
         self._raise_rejected(result, "run", len(items))
 
     def write_samples(
@@ -261,10 +263,13 @@ class ElasticStore:
         return rows
 
     def write_steps(self, run_id: str, experiment: str, steps: Sequence[dict[str, Any]]) -> None:
-        """Store step documents ``run_id:seq``; a step written again replaces the old one.
+        """Store step documents ``run_id:seq``; the first write of a ``seq`` wins.
 
-        A data stream takes only ``create``; a ``seq`` already there is overwritten in the
-        backing index that holds it, so the last write wins as in the local store.
+        A data stream takes only ``create`` (Elasticsearch refuses ``index`` ops, even on the
+        backing index): a 409 on our deterministic ``_id`` means the step is already stored
+        (a retry after a timeout, a replay of spilled steps) and counts as written. Nothing
+        is ever rewritten, so a re-sent batch can never stall the steps after it; the local
+        store answers the same (its first line of a ``seq`` wins).
         """
         if not steps:
             return
@@ -277,14 +282,8 @@ class ElasticStore:
             self._ensure_ready("steps")
             writer = self.client.options(request_timeout=WRITE_TIMEOUT_S)
             result = bulk.send(writer, bulk.item_lines("create", stream, docs), refresh="wait_for")
-            if result.conflicts:
-                again = [
-                    bulk.action("index", backing, docs[number][0])
-                    + bulk.encode(docs[number][1])
-                    + b"\n"
-                    for number, backing in result.conflicts
-                ]
-                result.add(bulk.send(writer, again, refresh="wait_for"))
+        if result.existing:
+            log.debug("%d step(s) of run %s were already stored", result.existing, run_id)
         self._raise_rejected(result, "step", len(docs))
 
     def _ensure_ready(self, kind: Kind) -> None:
@@ -321,7 +320,7 @@ class ElasticStore:
         """Run documents matching ``query``, in its order, at most ``limit``."""
 
         def build(columns: dict[str, str]) -> dict[str, Any]:
-            return eq.runs_body(query, columns)
+            return eq.runs_body(query, columns, self._has_extra)
 
         body = self._build("runs", build)
         if body is None:
@@ -340,7 +339,8 @@ class ElasticStore:
 
         def build(columns: dict[str, str]) -> dict[str, Any]:
             lucene.check_metric(metric, columns)
-            return {"size": 0, "query": eq.to_query(query.filter, columns, lucene.DEFAULT_FIELDS)}
+            where = eq.to_query(query.filter, columns, lucene.DEFAULT_FIELDS, self._has_extra)
+            return {"size": 0, "query": where}
 
         body = self._build("runs", build)
         if body is None:
@@ -364,7 +364,8 @@ class ElasticStore:
         """One ``terms`` aggregation over the matching runs."""
 
         def build(columns: dict[str, str]) -> dict[str, Any]:
-            return {"size": 0, "query": eq.to_query(query.filter, columns, lucene.DEFAULT_FIELDS)}
+            where = eq.to_query(query.filter, columns, lucene.DEFAULT_FIELDS, self._has_extra)
+            return {"size": 0, "query": where}
 
         body = self._build("runs", build)
         if body is None or query.field not in self.columns("runs"):
@@ -496,6 +497,8 @@ class ElasticStore:
             answer = self.client.indices.get_mapping(index=self.names[kind]).body
         columns = eq.kinds(answer)
         columns.pop(bulk.ROW_FIELD, None)
+        if eq.EXTRA in columns and not self._count_where(kind, {"exists": {"field": eq.EXTRA}}):
+            columns.pop(eq.EXTRA)  # mapped by the template, but no run has a huge config
         self._fields[kind] = (time.monotonic(), columns)
         return columns
 
@@ -515,8 +518,15 @@ class ElasticStore:
 
     def _count(self, kind: Kind, **term: str) -> int:
         query: dict[str, Any] = {"bool": {"filter": [{"term": {k: v}} for k, v in term.items()]}}
+        return self._count_where(kind, query)
+
+    def _count_where(self, kind: Kind, query: dict[str, Any]) -> int:
         with self._map_errors(f"count {kind}"):
             return int(self.client.count(index=self.names[kind], query=query).body["count"])
+
+    def _has_extra(self, key: str) -> bool:
+        """Whether some run keeps ``params.<key>`` in ``params_extra`` (a huge config)."""
+        return bool(self._count_where("runs", {"exists": {"field": f"{eq.EXTRA}.{key}"}}))
 
     def _exists(self, kind: Kind) -> bool:
         with self._map_errors(f"look for {self.names[kind]}"):

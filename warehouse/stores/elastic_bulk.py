@@ -222,7 +222,6 @@ class BulkResult:
     ok: int = 0
     existing: int = 0  # create on an existing _id, or an older version: already stored
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (_id, reason)
-    conflicts: list[tuple[int, str]] = field(default_factory=list)  # (item, concrete index)
 
     def add(self, other: BulkResult) -> None:
         self.ok += other.ok
@@ -302,9 +301,8 @@ def send(
                 status = int(outcome.get("status", 500))
                 if 200 <= status < 300:
                     result.ok += 1
-                elif status == 409:
+                elif status == 409:  # create on our deterministic _id: already stored
                     result.existing += 1
-                    result.conflicts.append((position, str(outcome.get("_index"))))
                 elif status in RETRY_STATUSES and attempt < max_retries:
                     retry.append(position)
                 else:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import math
+import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
@@ -28,6 +29,7 @@ from warehouse import lucene
 from warehouse.docpath import get_path
 from warehouse.errors import QuerySyntaxError
 from warehouse.stores.base import ExperimentBest, RankQuery, RunQuery
+from warehouse.stores.elastic_templates import MAX_TYPED_PARAMS
 from warehouse.values import parse_time
 
 PAGE = 1000
@@ -67,36 +69,51 @@ def _walk(properties: Mapping[str, Any], prefix: str, out: dict[str, str]) -> No
             _walk(spec["properties"], f"{path}.", out)
             continue
         kind = str(spec.get("type", "object"))
-        if kind == "object" or spec.get("enabled") is False:
-            continue
+        if kind == "object" or spec.get("enabled") is False or spec.get("index") is False:
+            continue  # not searchable (error.traceback): unknown to filters, as locally
         if kind in _NUMERIC:
             out[path] = lucene.NUMBER
         elif kind == "boolean":
             out[path] = lucene.BOOLEAN
         elif kind in _DATES:
             out[path] = lucene.DATE
+        elif kind in ("text", "match_only_text"):
+            out[path] = lucene.ANALYZED
         else:
             out[path] = lucene.TEXT_LIST if path in _LISTS else lucene.TEXT
 
 
 def to_query(
-    text: str | lucene.Node | None, columns: Mapping[str, str], default_fields: Collection[str]
+    text: str | lucene.Node | None,
+    columns: Mapping[str, str],
+    default_fields: Collection[str],
+    has_extra: Callable[[str], bool] | None = None,
 ) -> dict[str, Any]:
-    """The DSL for a filter (``match_all`` for none); raises QuerySyntaxError like local."""
+    """The DSL for a filter (``match_all`` for none); raises QuerySyntaxError like local.
+
+    ``columns`` holds ``params_extra`` only while some run keeps params there;
+    ``has_extra(key)`` says whether some run keeps ``params.<key>`` there (asked only for a
+    wildcard that Elasticsearch cannot run on ``params_extra``; None: assume so)."""
     node = lucene.parse(text)
     if node == lucene.MATCH_ALL:
         return {"match_all": {}}
     full = with_extra_params(columns, lucene.fields(node))
     lucene.validate(node, full, default_fields)
     only_extra = frozenset(full) - frozenset(columns)
-    return _dsl(node, full, default_fields, _Extra(EXTRA in columns, only_extra))
+    return _dsl(node, full, default_fields, _Extra(EXTRA in columns, only_extra, has_extra))
 
 
 class _Extra:
-    """Whether the index has ``params_extra``, and the params keys found only there."""
+    """Whether some run keeps params in ``params_extra``, the params keys found only there,
+    and how to ask whether a key is there at all."""
 
-    def __init__(self, present: bool, only: frozenset[str]) -> None:
-        self.present, self.only = present, only
+    def __init__(
+        self, present: bool, only: frozenset[str], has: Callable[[str], bool] | None
+    ) -> None:
+        self.present, self.only, self._has = present, only, has
+
+    def has(self, key: str) -> bool:
+        return True if self._has is None else self._has(key)
 
 
 def with_extra_params(columns: Mapping[str, str], names: Collection[str]) -> dict[str, str]:
@@ -132,18 +149,94 @@ def _dsl(
         )
     field = node.field
     kind = columns[field]
-    if field in extra.only:  # a key only runs with huge configs have: keyword-only
-        return _leaf(node, EXTRA + field[len("params") :], lucene.TEXT)
+    if not (extra.present and field.startswith("params.")):
+        return _leaf(node, field, kind)
+    key = field[len("params.") :]
+    other = extra_leaf(node, f"{EXTRA}.{key}", lambda: extra.has(key))
+    if field in extra.only:  # a key only runs with huge configs have
+        return other if other is not None else {"match_none": {}}
     clause = _leaf(node, field, kind)
-    if extra.present and field.startswith("params.") and not isinstance(node, lucene.Range):
-        other = _leaf(node, EXTRA + field[len("params") :], lucene.TEXT)
-        return {"bool": {"should": [clause, other], "minimum_should_match": 1}}
-    return clause
+    if other is None:
+        return clause
+    return {"bool": {"should": [clause, other], "minimum_should_match": 1}}
+
+
+def extra_leaf(
+    node: lucene.Node, field: str, has_values: Callable[[], bool]
+) -> dict[str, Any] | None:
+    """A leaf on ``params_extra.<key>``, a keyed ``flattened`` field: every value is the
+    keyword text of the JSON value, and Elasticsearch 9 refuses wildcards and one-sided ranges
+    on it. A one-sided range gets the other bound ("" or :data:`lucene.TEXT_MAX`); a wildcard
+    that is a prefix (``abc*``) becomes a ``prefix`` query; any other wildcard is an error
+    when some run keeps the key there (None when none does: nothing to search)."""
+    if isinstance(node, lucene.Exists):
+        return {"exists": {"field": field}}
+    if isinstance(node, lucene.Range):
+        low, high = extra_bounds(node)
+        bounds = {"gte" if node.include_low or node.low is None else "gt": low}
+        bounds["lte" if node.include_high or node.high is None else "lt"] = high
+        return {"range": {field: bounds}}
+    if isinstance(node, lucene.Term) and node.wildcard:
+        prefix = wildcard_prefix(node.value)
+        if prefix is not None:
+            return {"prefix": {field: {"value": prefix}}}
+        if not has_values():
+            return None
+        raise extra_wildcard_error(field, node.value)
+    assert isinstance(node, lucene.Term | lucene.Phrase)
+    return {"term": {field: node.value}}
+
+
+def extra_bounds(node: lucene.Range) -> tuple[str, str]:
+    """A range's bounds on ``params_extra`` (text), both given: keyed ``flattened`` fields
+    take no one-sided range."""
+    low = "" if node.low is None else node.low
+    high = lucene.TEXT_MAX if node.high is None else node.high
+    return low, high
+
+
+def wildcard_prefix(pattern: str) -> str | None:
+    """``abc*`` → ``abc`` (unescaped); None when the pattern is not a plain prefix."""
+    if not pattern.endswith("*") or pattern.endswith("\\*"):
+        return None
+    body = pattern[:-1]
+    if re.search(r"(?<!\\)(?:\\\\)*[*?]", body):
+        return None
+    return re.sub(r"\\(.)", r"\1", body)
+
+
+def extra_wildcard_error(field: str, pattern: str) -> QuerySyntaxError:
+    """The error for a wildcard on a key some runs keep in ``params_extra``."""
+    key = field.split(".", 1)[1]
+    return QuerySyntaxError(
+        f"params.{key}:{pattern}: runs with more than {MAX_TYPED_PARAMS:,} params keep "
+        f"params.{key} in params_extra, where Elasticsearch takes no wildcard but a trailing * "
+        f"(a prefix); write params.{key}:{wildcard_stem(pattern) or 'abc'}* or an exact value",
+        field=f"params.{key}",
+    )
+
+
+def wildcard_stem(pattern: str) -> str:
+    """The literal start of a wildcard pattern (up to its first wildcard)."""
+    found = re.search(r"(?<!\\)(?:\\\\)*[*?]", pattern)
+    return pattern if found is None else pattern[: found.start() + len(found.group()) - 1]
 
 
 def _leaf(node: lucene.Node, field: str, kind: str) -> dict[str, Any]:
     if isinstance(node, lucene.Exists):
         return {"exists": {"field": field}}
+    if kind == lucene.DATE and isinstance(node, lucene.Range | lucene.Term | lucene.Phrase):
+        if isinstance(node, lucene.Term) and node.wildcard:  # pragma: no cover - validated
+            raise QuerySyntaxError(f"wildcards do not work on the date field {field}")
+        # resolved here, with Elasticsearch's own rounding rules, to explicit milliseconds:
+        # the local store compares the very same interval
+        low, high = lucene.ms_bounds(node)
+        dates: dict[str, Any] = {}
+        if low is not None:
+            dates["gte"] = lucene.iso_ms(low)
+        if high is not None:
+            dates["lte"] = lucene.iso_ms(high)
+        return {"range": {field: dates}} if dates else {"exists": {"field": field}}
     if isinstance(node, lucene.Range):
         bounds: dict[str, Any] = {}
         if node.low is not None:
@@ -153,6 +246,13 @@ def _leaf(node: lucene.Node, field: str, kind: str) -> dict[str, Any]:
         if not bounds:
             return {"exists": {"field": field}}
         return {"range": {field: bounds}}
+    if kind == lucene.ANALYZED:  # searched word by word, as Kibana's query_string does
+        if isinstance(node, lucene.Term) and node.wildcard:
+            return {"wildcard": {field: {"value": node.value.lower()}}}
+        if isinstance(node, lucene.Phrase):
+            return {"match_phrase": {field: node.value}}
+        assert isinstance(node, lucene.Term)
+        return {"match": {field: {"query": node.value, "operator": "or"}}}
     if isinstance(node, lucene.Term) and node.wildcard:
         return {"wildcard": {field: {"value": node.value}}}
     if isinstance(node, lucene.Term | lucene.Phrase):
@@ -171,7 +271,11 @@ def _value(field: str, kind: str, value: str) -> Any:
     return value
 
 
-def runs_body(query: RunQuery, columns: Mapping[str, str]) -> dict[str, Any]:
+def runs_body(
+    query: RunQuery,
+    columns: Mapping[str, str],
+    has_extra: Callable[[str], bool] | None = None,
+) -> dict[str, Any]:
     """The search body of a run query: filter, sort (with the tie-break), ``_source``."""
     sort = []
     for name, order in query.order_by:
@@ -182,7 +286,7 @@ def runs_body(query: RunQuery, columns: Mapping[str, str]) -> dict[str, Any]:
             continue
         sort.append({field: {"order": order, "missing": "_last", "unmapped_type": "keyword"}})
     body: dict[str, Any] = {
-        "query": to_query(query.filter, columns, lucene.DEFAULT_FIELDS),
+        "query": to_query(query.filter, columns, lucene.DEFAULT_FIELDS, has_extra),
         "sort": sort,
     }
     if query.fields is not None:
@@ -314,6 +418,9 @@ def hits(
 __all__ = [
     "EXTRA",
     "best_first",
+    "extra_bounds",
+    "extra_leaf",
+    "extra_wildcard_error",
     "hits",
     "kinds",
     "params_field",
@@ -321,5 +428,7 @@ __all__ = [
     "ranking_aggs",
     "runs_body",
     "to_query",
+    "wildcard_prefix",
+    "wildcard_stem",
     "with_extra_params",
 ]

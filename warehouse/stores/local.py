@@ -348,8 +348,8 @@ class LocalStore:
             except (ValueError, KeyError, TypeError) as exc:
                 log.warning("skipping corrupt line %d of %s (%s)", number, path, exc)
                 continue
-            if seq > query.after_seq:
-                by_seq[seq] = doc
+            if seq > query.after_seq and seq not in by_seq:
+                by_seq[seq] = doc  # the first write of a seq wins, as in Elasticsearch
         docs = [by_seq[seq] for seq in sorted(by_seq)][:limit]
         if query.fields is not None:
             docs = [project(doc, query.fields) for doc in docs]
