@@ -58,7 +58,7 @@ DATE = "date"
 TEXT_LIST = "text[]"
 EMPTY = "empty"  # a field that exists but holds no value anywhere
 ANALYZED = "analysed text"  # Elasticsearch ``text``: searched word by word (:func:`analyze`)
-ANALYZED_RUN_FIELDS = ("error.message", "git.message")
+ANALYZED_RUN_FIELDS = ("error.message", "git.message", "note")
 """Run fields the Elasticsearch mapping types ``text`` (the standard analyser); every store
 searches them word by word. The parity tests check this list against the live mapping."""
 TEXT_MAX = "\U0010ffff"
