@@ -16,7 +16,6 @@ checks that the two answers plot alike.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
