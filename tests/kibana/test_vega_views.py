@@ -251,7 +251,9 @@ def test_a_body_query_next_to_context_is_refused_as_kibana_does() -> None:
 # --- the three views against Elasticsearch ---------------------------------------------------
 
 
-def expected_buckets(points: Sequence[dict[str, Any]], interval: str) -> list[tuple[Any, ...]]:
+def expected_buckets(
+    points: Sequence[dict[str, Any]], interval: str, direction: str = "max"
+) -> list[tuple[Any, ...]]:
     """The CLI's per-run running best, grouped by time bucket: per bucket its best run (the
     first of equal scores), the number of scored runs, and the running best after its last run."""
     buckets: dict[int, list[dict[str, Any]]] = {}
@@ -263,11 +265,7 @@ def expected_buckets(points: Sequence[dict[str, Any]], interval: str) -> list[tu
         members = buckets[key]
         top = members[0]
         for p in members:
-            if (
-                (p["score"] > top["score"])
-                if DIRECTION[0] == "max"
-                else (p["score"] < top["score"])
-            ):
+            if (p["score"] > top["score"]) if direction == "max" else (p["score"] < top["score"]):
                 top = p
         last = members[-1]
         rows.append(
@@ -283,7 +281,6 @@ def expected_buckets(points: Sequence[dict[str, Any]], interval: str) -> list[tu
     return rows
 
 
-DIRECTION = ["max"]
 BUCKET_FIELDS = ["bucket_ms", "run_id", "score", "run_count", "best", "best_run_id"]
 
 
