@@ -9,8 +9,16 @@ renders), for one index prefix, so ``kibana/*.ndjson`` never drifts from the pac
 :func:`import_objects` (what `warehouse init` calls) and :func:`export_objects` go through
 :mod:`warehouse.kibana_client`, Kibana's saved objects API over the standard library's HTTP.
 
-Saved-object formats follow Kibana's own 9.x sample data (``coreMigrationVersion`` 8.8.0, the
-oldest ``typeMigrationVersion`` values Kibana 8.8+ and 9.x migrate forward on import).
+Saved-object formats follow what Kibana 9 exports: ``coreMigrationVersion`` 8.8.0 and a
+``typeMigrationVersion`` per type (no 7.x ``migrationVersion``): data views 8.0.0,
+visualizations 8.5.0, dashboards 8.7.0 (migrated forward on import), saved searches 10.5.0 —
+the model version Kibana 8.17 and 9.x export, with the attributes such an export has.
+
+The runs data view and the "Runs" search use ``started_at`` as time field: every run has it,
+so running, crashed and failed runs show up too (``ended_at`` is missing until a run ends).
+
+:mod:`warehouse.kibana_client` (the HTTP client) imports nothing from here; this module imports
+it, so the two never form an import cycle.
 """
 
 from __future__ import annotations
@@ -20,27 +28,30 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from warehouse.errors import ConfigurationError
-from warehouse.vega import (
-    STEP_PANELS,
-    VIEWS,
-    resolve_metric,
-    spec_for_kibana,
-    step_series_spec,
-    vega_fields_used,
-)
+from warehouse.kibana_client import NDJSON_NAME, ImportReport, KibanaClient, parse_ndjson
+from warehouse.models import resolve_metric
+from warehouse.vega import STEP_PANELS, VIEWS, spec_for_kibana, step_series_spec, vega_fields_used
 
 if TYPE_CHECKING:
-    from warehouse.kibana_client import ImportReport
     from warehouse.settings import Settings
 
-NDJSON_NAME = "warehouse.ndjson"
-"""The one file ``export-objects`` writes into ``kibana/`` (one import uploads everything)."""
+__all__ = [
+    "NDJSON_NAME",
+    "ImportReport",
+    "check_saved_objects",
+    "export_objects",
+    "import_objects",
+    "objects_for",
+    "parse_ndjson",
+    "saved_objects",
+    "to_ndjson",
+    "write_ndjson",
+]
 
-_MIGRATION = {  # oldest versions Kibana 8.8+ and 9.x migrate forward (its sample data uses them)
+_MIGRATION = {  # what Kibana 9 exports (a dashboard's 8.7.0 is migrated forward on import)
     "index-pattern": "8.0.0",
     "visualization": "8.5.0",
-    "search": "7.9.3",
+    "search": "10.5.0",
     "dashboard": "8.7.0",
 }
 _CORE_MIGRATION = "8.8.0"
@@ -52,6 +63,7 @@ _VIEW_TITLES = {
     "bias_variance": "Bias / variance per experiment",
 }
 _RUN_COLUMNS = (
+    "started_at",
     "experiment",
     "run_id",
     "status",
@@ -80,10 +92,10 @@ def saved_objects(
     The views rank runs by ``metric`` (``split.name``) in ``direction`` (inferred from the name
     when None); the bias/variance view measures errors against ``baseline_error``.
     """
-    split, name, direct = resolve_metric(metric, direction)
-    metric_path = f"{split}.{name}"
+    m = resolve_metric(metric, direction)
+    metric_path, direct = m.label, m.direction
     objs: list[dict[str, Any]] = [
-        _data_view(prefix, "runs", "Runs", "ended_at", {"git.diff_uri": _url_format("a")}),
+        _data_view(prefix, "runs", "Runs", "started_at", {"git.diff_uri": _url_format("a")}),
         _data_view(
             prefix, "samples", "Sample results", "recorded_at", {"output_uri": _url_format("a")}
         ),
@@ -137,21 +149,6 @@ def saved_objects(
 def to_ndjson(objects: Iterable[Mapping[str, Any]]) -> str:
     """One saved object per line, keys sorted (stable output that diffs well)."""
     return "".join(json.dumps(obj, sort_keys=True, ensure_ascii=False) + "\n" for obj in objects)
-
-
-def parse_ndjson(text: str) -> list[dict[str, Any]]:
-    """The saved objects of an NDJSON export (the export-summary line left out)."""
-    objects = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigurationError(f"line {number} of the NDJSON is not JSON: {exc}") from None
-        if "exportedCount" not in obj:
-            objects.append(obj)
-    return objects
 
 
 def objects_for(settings: Settings) -> list[dict[str, Any]]:
@@ -240,11 +237,16 @@ def _search(prefix: str, columns: Sequence[str]) -> dict[str, Any]:
         "id": _id(prefix, "runs-table"),
         "attributes": {
             "title": _title("Runs", prefix),
-            "description": "Every run: experiment, status, score, code version; newest first.",
+            "description": (
+                "Every run, running and crashed ones too: experiment, status, score, code "
+                "version; newest start first."
+            ),
             "columns": list(columns),
-            "sort": [["ended_at", "desc"]],
-            "hits": 0,
-            "version": 1,
+            "sort": [["started_at", "desc"]],
+            "grid": {},
+            "hideChart": False,
+            "isTextBasedQuery": False,
+            "timeRestore": False,
             "kibanaSavedObjectMeta": {
                 "searchSourceJSON": json.dumps({**_EMPTY_SEARCH_SOURCE, "indexRefName": ref})
             },
@@ -453,8 +455,6 @@ def import_objects(settings: Settings, ndjson: str | None = None) -> ImportRepor
     baseline error). Per-object failures come back in the report, not raised; an unreachable
     Kibana raises ``BackendUnavailable``, refused credentials ``ConfigurationError``.
     """
-    from warehouse.kibana_client import KibanaClient
-
     if ndjson is None:
         ndjson = to_ndjson(objects_for(settings))
     return KibanaClient(settings).import_ndjson(ndjson, overwrite=True)
@@ -465,8 +465,6 @@ def export_objects(settings: Settings, *, all_types: bool = False) -> str:
 
     ``all_types`` exports every data view, visualization, search and dashboard of the space.
     """
-    from warehouse.kibana_client import KibanaClient
-
     client = KibanaClient(settings)
     if all_types:
         return client.export_ndjson(types=("index-pattern", "visualization", "search", "dashboard"))

@@ -1,6 +1,7 @@
 """Kibana's saved objects API over HTTP: import (with per-object errors) and export.
 
-Kibana has no official Python client, so this speaks HTTP with the standard library:
+Kibana has no official Python client, so this speaks HTTP with the standard library (and
+imports nothing from :mod:`warehouse.kibana`, which builds on it: no import cycle):
 ``POST [/s/<space>]/api/saved_objects/_import?overwrite=true`` with the NDJSON as the multipart
 part ``file`` and the ``kbn-xsrf`` header; ``POST .../_export`` with a JSON body. It
 authenticates with the Elasticsearch credentials of the settings (API key, else basic auth) and,
@@ -24,12 +25,29 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from warehouse.errors import BackendUnavailable, ConfigurationError, NotFound
-from warehouse.kibana import NDJSON_NAME, parse_ndjson
 
 if TYPE_CHECKING:
     from warehouse.settings import Settings
 
 log = logging.getLogger(__name__)
+
+NDJSON_NAME = "warehouse.ndjson"
+"""The one file ``export-objects`` writes into ``kibana/`` (one import uploads everything)."""
+
+
+def parse_ndjson(text: str) -> list[dict[str, Any]]:
+    """The saved objects of an NDJSON export (the export-summary line left out)."""
+    objects = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(f"line {number} of the NDJSON is not JSON: {exc}") from None
+        if "exportedCount" not in obj:
+            objects.append(obj)
+    return objects
 
 
 @dataclass(frozen=True)

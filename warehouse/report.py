@@ -1,8 +1,9 @@
 """The static HTML report: the three views, the leaderboard and the run count, in one file.
 
 A manager opens it offline: no script, no font or network fetch — the charts are inline SVG
-rendered by ``vl-convert`` from the very Vega-Lite specs Kibana uses
-(:func:`warehouse.vega.spec_with_values` over the store's run documents), and a
+rendered by ``vl-convert`` from the very Vega-Lite specs Kibana uses, fed an answer of the same
+shape as Kibana's aggregations, built from the CLI's answers
+(:func:`warehouse.vega.responses.view_response`: one source of the chart data), and a
 Content-Security-Policy forbids the page from loading anything. The tables come from
 :mod:`warehouse.query.views`, so the report and ``warehouse query`` give the same answers on the
 local store and on Elasticsearch.
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse.errors import ConfigurationError
-from warehouse.vega import VIEWS, VL_VERSION, resolve_metric, spec_with_values
+from warehouse.models import resolve_metric
+from warehouse.vega import VIEWS, VL_VERSION, spec_with_values
 
 if TYPE_CHECKING:
     from warehouse.settings import Settings
@@ -29,16 +31,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RUN_FIELDS = (
-    "run_id",
-    "experiment",
-    "status",
-    "started_at",
-    "ended_at",
-    "metrics",
-    "decomposition",
-)
-"""The run-document fields the charts read (the ``_source`` of Kibana's query, too)."""
+RUN_FIELDS = ("run_id", "experiment")
+"""The run-document fields the report reads per run (the cards count runs and experiments)."""
 
 CHART_WIDTH = 760
 _CHART_HEIGHT = {"best_over_time": 280, "experiments_ranked": None, "bias_variance": None}
@@ -58,6 +52,7 @@ _CHART_CONFIG = {
         "labelFontSize": 11,
     },
     "legend": {"labelColor": "#334155", "titleColor": "#334155", "labelFontSize": 11},
+    "style": {"guide-label": {"fill": "#475569"}},  # what Kibana's theme sets (score labels)
     "title": {
         "color": "#0f172a",
         "subtitleColor": "#64748b",
@@ -82,6 +77,7 @@ class ReportData:
     leaderboard: list[dict[str, Any]]
     decomposition: list[dict[str, Any]]
     generated_at: datetime
+    responses: dict[str, dict[str, Any]]  # per view: the answer its spec reads (Kibana's shape)
 
 
 def collect(
@@ -96,12 +92,14 @@ def collect(
 ) -> ReportData:
     """The runs, leaderboard and decomposition the report shows, through the query views."""
     from warehouse.query import views
+    from warehouse.vega.responses import view_response
 
-    split, name, direct = resolve_metric(metric, direction)
-    metric_path = f"{split}.{name}"
-    runs = views.runs(store, filter=filter, sort=("ended_at:asc",), limit=None, fields=RUN_FIELDS)
+    m = resolve_metric(metric, direction)
+    metric_path, direct = m.label, m.direction
+    runs = views.runs(store, filter=filter, limit=None, fields=RUN_FIELDS)
     board = views.leaderboard(store, metric_path, direct, filter)
     parts = views.decomposition(store, metric_path, direct, filter, baseline_error=baseline_error)
+    responses = {view: view_response(view, store, metric_path, direct, filter) for view in VIEWS}
     return ReportData(
         title=title,
         source=source,
@@ -113,6 +111,7 @@ def collect(
         leaderboard=board,
         decomposition=parts,
         generated_at=datetime.now(UTC),
+        responses=responses,
     )
 
 
@@ -165,11 +164,12 @@ def render_svg(view: str, data: ReportData) -> str:
     """One view as an inline SVG (ids made unique so several charts share a page)."""
     import vl_convert
 
-    experiments = len({r.get("experiment") for r in data.runs})
+    aggs = data.responses[view].get("aggregations", {})
+    experiments = len(aggs.get("experiments", {}).get("buckets", []))
     height = _CHART_HEIGHT.get(view) or max(120, _ROW_HEIGHT * experiments)
     spec = spec_with_values(
         view,
-        data.runs,
+        data.responses[view],
         data.metric,
         data.direction,
         data.baseline_error,

@@ -81,7 +81,7 @@ def test_data_views_have_their_time_fields_and_output_uri_is_a_link(
         o["id"]: o["attributes"]["timeFieldName"] for o in objects if o["type"] == "index-pattern"
     }
     assert times == {
-        "warehouse-runs": "ended_at",
+        "warehouse-runs": "started_at",  # every run has it; ended_at only once it ended
         "warehouse-samples": "recorded_at",
         "warehouse-steps": "@timestamp",
     }
@@ -145,7 +145,38 @@ def test_saved_search_lists_useful_run_columns(objects: list[dict[str, Any]]) ->
     assert {"experiment", "run_id", "status", "metrics.val.acc", "git.commit"} <= set(
         search["columns"]
     )
-    assert search["sort"] == [["ended_at", "desc"]]
+    assert search["sort"] == [["started_at", "desc"]]
+
+
+def test_runs_time_field_is_set_on_every_run_running_and_crashed_included() -> None:
+    """The data view's time field must exist on a run the moment it starts."""
+    from warehouse.models import Run
+
+    run = Run(experiment="e").model_dump(mode="json")
+    assert run["status"] == "running"
+    assert run.get("ended_at") is None
+    objects = saved_objects("warehouse", "val.acc")
+    runs_view = by_id(objects, "warehouse-runs")["attributes"]
+    search = by_id(objects, "warehouse-runs-table")["attributes"]
+    assert run.get(runs_view["timeFieldName"]) is not None
+    assert run.get(search["sort"][0][0]) is not None
+    assert "status" in search["columns"]
+
+
+def test_every_object_claims_a_version_kibana_9_accepts() -> None:
+    """No 7.x migrationVersion: typeMigrationVersion/coreMigrationVersion as Kibana 9 exports
+    (a saved search as model version 10.5.0, with the attributes such an export has)."""
+    for obj in saved_objects("warehouse", "val.acc"):
+        assert "migrationVersion" not in obj, obj["id"]
+        assert obj["coreMigrationVersion"] == "8.8.0"
+        major = int(obj["typeMigrationVersion"].split(".")[0])
+        assert major >= 8, (obj["id"], obj["typeMigrationVersion"])
+    search = by_id(saved_objects("warehouse", "val.acc"), "warehouse-runs-table")
+    assert search["typeMigrationVersion"] == "10.5.0"
+    assert set(search["attributes"]) == {
+        "columns", "description", "grid", "hideChart", "isTextBasedQuery",
+        "kibanaSavedObjectMeta", "sort", "timeRestore", "title",
+    }  # fmt: skip
 
 
 # --- fields against the index templates ------------------------------------------------------

@@ -20,17 +20,20 @@ from PIL import Image
 import warehouse
 from tests.servers import wipe_prefix
 from warehouse.errors import ConfigurationError
+from warehouse.models import resolve_metric
 from warehouse.query import views
 from warehouse.settings import Settings, load
 from warehouse.stores import open_store
 from warehouse.vega import (
     STEP_PANELS,
     VL_VERSION,
+    auto_interval,
     kibana_request,
     spec_for_kibana,
     spec_with_values,
     step_series_spec,
 )
+from warehouse.vega.responses import bucket_start, time_buckets, view_response
 
 # experiment, train acc, val acc, test acc — recorded in this order (= ended_at order).
 # Ties on purpose: digits-knn's two 0.97 runs (the earlier wins), and digits-svm reaching the
@@ -248,19 +251,60 @@ def test_a_body_query_next_to_context_is_refused_as_kibana_does() -> None:
 # --- the three views against Elasticsearch ---------------------------------------------------
 
 
+def expected_buckets(
+    points: Sequence[dict[str, Any]], interval: str, direction: str = "max"
+) -> list[tuple[Any, ...]]:
+    """The CLI's per-run running best, grouped by time bucket: per bucket its best run (the
+    first of equal scores), the number of scored runs, and the running best after its last run."""
+    buckets: dict[int, list[dict[str, Any]]] = {}
+    for point in points:
+        moment = datetime.fromisoformat(str(point["ended_at"]).replace("Z", "+00:00"))
+        buckets.setdefault(bucket_start(moment, interval), []).append(point)
+    rows = []
+    for key in sorted(buckets):
+        members = buckets[key]
+        top = members[0]
+        for p in members:
+            if (p["score"] > top["score"]) if direction == "max" else (p["score"] < top["score"]):
+                top = p
+        last = members[-1]
+        rows.append(
+            (
+                key,
+                top["run_id"],
+                top["score"],
+                len(members),
+                last["best_so_far"],
+                last["best_run_id"],
+            )
+        )
+    return rows
+
+
+BUCKET_FIELDS = ["bucket_ms", "run_id", "score", "run_count", "best", "best_run_id"]
+
+
+def as_bucket_rows(rows: list[dict[str, str]]) -> list[tuple[Any, ...]]:
+    return sorted(
+        (int(float(r["bucket_ms"])), r["run_id"], as_float(r["score"]), int(r["run_count"]),
+         as_float(r["best"]), r["best_run_id"])
+        for r in rows
+    )  # fmt: skip
+
+
 def test_best_over_time_plots_the_running_best_of_query_over_time(
     es_settings: Settings, es_client: Any
 ) -> None:
-    spec = run_in_es(es_client, spec_for_kibana("best_over_time", es_settings.index_prefix))
-    assert colored_pixels(render_png(spec)) > 100
-    rows = plotted(spec, ["ended_ms", "run_id", "score", "best", "best_run_id"])
-    rows.sort(key=lambda r: (float(r["ended_ms"]), r["run_id"]))  # the x axis orders by time
+    span = timedelta(minutes=10)  # ~50 buckets of 10 s: the demo's runs, seconds apart
+    spec = run_in_es(
+        es_client, spec_for_kibana("best_over_time", es_settings.index_prefix), span=span
+    )
+    assert colored_pixels(render_png(spec)) > 50
     with open_store(es_settings) as store:
         expected = views.over_time(store, "val.acc")
     assert len(expected) == len(DEMO_RUNS)
-    assert [
-        (r["run_id"], as_float(r["score"]), as_float(r["best"]), r["best_run_id"]) for r in rows
-    ] == [(p["run_id"], p["score"], p["best_so_far"], p["best_run_id"]) for p in expected]
+    interval = auto_interval((span + timedelta(minutes=5)).total_seconds() * 1000 / 50)
+    assert as_bucket_rows(plotted(spec, BUCKET_FIELDS)) == expected_buckets(expected, interval)
     assert len({p["best_so_far"] for p in expected}) >= 4  # the line really steps up
 
 
@@ -346,20 +390,36 @@ def test_dashboard_query_narrows_the_views_like_a_query_filter(
     assert {b["experiment"] for b in board} == {"digits-knn", "digits-logreg"}
 
 
-def test_report_spec_with_store_rows_plots_the_same_as_kibanas(
+@pytest.mark.parametrize("view", ["experiments_ranked", "bias_variance"])
+def test_report_answer_plots_the_same_as_kibanas(
+    view: str, es_settings: Settings, es_client: Any
+) -> None:
+    """One source of chart data: the report's answer (from the CLI) draws what Kibana's does."""
+    kibana_spec = run_in_es(es_client, spec_for_kibana(view, es_settings.index_prefix))
+    with open_store(es_settings) as store:
+        report_spec = spec_with_values(view, view_response(view, store, "val.acc"))
+    fields = ["rank", "experiment", "score", "run_id"] + (
+        ["run_count"] if view == "experiments_ranked" else ["component", "error"]
+    )
+    from_store = sorted(plotted(report_spec, fields), key=lambda r: tuple(r.values()))
+    from_kibana = sorted(plotted(kibana_spec, fields), key=lambda r: tuple(r.values()))
+    assert from_store == from_kibana
+    assert len({r["experiment"] for r in from_store}) == 4
+
+
+def test_report_answer_over_time_plots_the_same_as_kibanas(
     es_settings: Settings, es_client: Any
 ) -> None:
+    span = timedelta(minutes=10)
     kibana_spec = run_in_es(
-        es_client, spec_for_kibana("experiments_ranked", es_settings.index_prefix)
+        es_client, spec_for_kibana("best_over_time", es_settings.index_prefix), span=span
     )
+    interval = auto_interval((span + timedelta(minutes=5)).total_seconds() * 1000 / 50)
     with open_store(es_settings) as store:
-        docs = views.runs(store, limit=None, fields=("run_id", "experiment", "ended_at", "metrics"))
-    report_spec = spec_with_values("experiments_ranked", docs)
-    fields = ["rank", "experiment", "score", "run_id", "run_count"]
-    from_store = sorted(plotted(report_spec, fields), key=lambda r: int(r["rank"]))
-    from_kibana = sorted(plotted(kibana_spec, fields), key=lambda r: int(r["rank"]))
-    assert from_store == from_kibana
-    assert len(from_store) == 4
+        answer = view_response("best_over_time", store, "val.acc", interval=interval)
+    report_spec = spec_with_values("best_over_time", answer)
+    fields = [*BUCKET_FIELDS, "is_new_best", "experiment"]
+    assert plotted(report_spec, fields) == plotted(kibana_spec, fields)
 
 
 # --- the live-training views over the steps data stream ---------------------------------------
@@ -446,38 +506,61 @@ def _get(doc: dict[str, Any], path: str) -> Any:
 # --- the same views on the local store (the report's path) -----------------------------------
 
 
-def test_views_over_local_store_documents_equal_the_query_answers(
-    home: Path, tmp_path: Path
-) -> None:
+def test_views_over_local_store_answers_equal_the_query_answers(home: Path, tmp_path: Path) -> None:
     settings = load(cli={"capture_git_diff": False, "system_interval_s": 0})
     record_demo_runs(settings, cwd=tmp_path)
     with open_store(settings) as store:
-        docs = views.runs(store, limit=None, fields=("run_id", "experiment", "ended_at", "metrics"))
         over_time = views.over_time(store, "val.acc")
         board = views.leaderboard(store, "val.acc")
         parts = views.decomposition(store, "val.acc")
+        answers = {v: view_response(v, store, "val.acc", interval="100ms") for v in VIEW_NAMES}
 
-    best = plotted(
-        spec_with_values("best_over_time", docs), ["ended_ms", "run_id", "best", "best_run_id"]
-    )
-    best.sort(key=lambda r: (float(r["ended_ms"]), r["run_id"]))  # the x axis orders by time
-    assert [(r["run_id"], as_float(r["best"]), r["best_run_id"]) for r in best] == [
-        (p["run_id"], p["best_so_far"], p["best_run_id"]) for p in over_time
-    ]
+    best = plotted(spec_with_values("best_over_time", answers["best_over_time"]), BUCKET_FIELDS)
+    assert as_bucket_rows(best) == expected_buckets(over_time, "100ms")
     ranked = plotted(
-        spec_with_values("experiments_ranked", docs),
+        spec_with_values("experiments_ranked", answers["experiments_ranked"]),
         ["rank", "experiment", "score", "run_id", "run_count"],
     )
     ranked.sort(key=lambda r: int(r["rank"]))
     assert [
         (r["experiment"], as_float(r["score"]), r["run_id"], int(r["run_count"])) for r in ranked
     ] == [(b["experiment"], b["best_score"], b["best_run_id"], b["run_count"]) for b in board]
-    stacked = plotted(spec_with_values("bias_variance", docs), ["run_id", "component", "error"])
+    stacked = plotted(
+        spec_with_values("bias_variance", answers["bias_variance"]),
+        ["run_id", "component", "error"],
+    )
     by_run = {(r["run_id"], r["component"]): as_float(r["error"]) for r in stacked}
     for p in parts:
         assert by_run[(p["run_id"], "variance")] == p["variance"]
         assert by_run[(p["run_id"], "avoidable bias")] == p["avoidable_bias"]
         assert by_run.get((p["run_id"], "dev overfit")) == p["dev_overfit"]
+
+
+VIEW_NAMES = ("best_over_time", "experiments_ranked", "bias_variance")
+
+
+def synthetic_answer(view: str, runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """An Elasticsearch-shaped answer for ``runs`` (each experiment's best by val.acc)."""
+    m = resolve_metric("val.acc")
+    if view == "best_over_time":
+        points = [
+            {**r, "score": r["metrics"]["val"]["acc"]}
+            for r in sorted(runs, key=lambda r: (r["ended_at"], r["run_id"]))
+        ]
+        return time_buckets(points, m)
+    buckets = []
+    for experiment in sorted({r["experiment"] for r in runs}):
+        mine = [r for r in runs if r["experiment"] == experiment]
+        top = max(mine, key=lambda r: r["metrics"]["val"]["acc"])
+        hit = {"_source": top}
+        buckets.append(
+            {
+                "key": experiment,
+                "doc_count": len(mine),
+                "scored": {"top": {"hits": {"hits": [hit]}}},
+            }
+        )
+    return {"aggregations": {"experiments": {"buckets": buckets}}}
 
 
 SYNTHETIC_RUNS = [
@@ -498,11 +581,11 @@ SYNTHETIC_RUNS = [
 @pytest.mark.parametrize("vl_version", ["5.21", "6.4"], ids=["kibana-8.x", "kibana-9.4+"])
 def test_specs_draw_the_same_on_the_vega_lite_versions_kibana_ships(vl_version: str) -> None:
     for view, fields in (
-        ("best_over_time", ["run_id", "best", "best_run_id"]),
+        ("best_over_time", ["run_id", "best", "best_run_id", "is_new_best"]),
         ("experiments_ranked", ["rank", "experiment", "score", "run_id"]),
         ("bias_variance", ["run_id", "component", "error"]),
     ):
-        spec = spec_with_values(view, SYNTHETIC_RUNS)
+        spec = spec_with_values(view, synthetic_answer(view, SYNTHETIC_RUNS))
         assert vl_convert.vegalite_to_svg(spec, vl_version=vl_version).startswith("<svg")
         assert plotted(spec, fields, vl_version) == plotted(spec, fields, "5.21")
     for panel in STEP_PANELS:
@@ -537,7 +620,10 @@ def test_the_time_axis_labels_suit_the_span(span_s: float, label: str) -> None:
         }
         for i in range(15)
     ]
-    svg = vl_convert.vegalite_to_svg(spec_with_values("best_over_time", rows, width=600))
+    points = [{**r, "score": r["metrics"]["val"]["acc"]} for r in rows]
+    answer = time_buckets(points, resolve_metric("val.acc"))
+    assert len(answer["aggregations"]["time"]["buckets"]) == len(rows)  # a bucket per run here
+    svg = vl_convert.vegalite_to_svg(spec_with_values("best_over_time", answer, width=600))
     ticks = re.findall(r"role-axis-label.*?</g>", svg, flags=re.S)
     texts = re.findall(r">([^<>]+)</text>", ticks[0] if ticks else "")
     assert texts, "no x-axis labels rendered"

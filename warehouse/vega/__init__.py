@@ -1,19 +1,31 @@
 """The shared Vega-Lite specs: one JSON file per view, given to Kibana and to the HTML report.
 
 Each view (``best_over_time``, ``experiments_ranked``, ``bias_variance``) is written once, in
-``warehouse/vega/<view>.json``, with the Elasticsearch ``data.url`` Kibana runs (per-run hits of
-the runs index, honouring the dashboard's time range and filters through ``%context%`` and
-``%timefield%``). All the arithmetic — the running best, each experiment's best run, the
-ranking — is done by the spec's own transforms over those per-run documents, so
+``warehouse/vega/<view>.json``, with the Elasticsearch ``data.url`` Kibana runs: an
+*aggregation* over the runs index (never a page of hits), honouring the dashboard's time range
+and filters through ``%context%`` and ``%timefield%``, so a view is exact at any number of runs
+and costs O(experiments) or O(time buckets):
 
-- :func:`spec_for_kibana` only points the query at an index prefix and sets the metric, and
-- :func:`spec_with_values` swaps the query for the same documents inlined (``{"_source": doc}``,
-  exactly the shape of ``hits.hits``) for the offline report.
+- ``experiments_ranked`` and ``bias_variance``: one ``terms`` bucket per experiment
+  (``doc_count`` = its run count) with a ``top_hits`` of size 1 — the best run by the metric,
+  ties to the earlier end, then the smaller run id, exactly the CLI's rule — whose ``_source``
+  brings the *stored* score (never a ``max`` aggregation's float);
+- ``best_over_time``: a ``date_histogram`` over ``ended_at`` (Kibana's automatic interval) with
+  each bucket's best run from ``top_hits``; the running best is Vega's ``window``.
+
+The spec's transforms do the rest (ranking, running best, bias/variance arithmetic), so
+
+- :func:`spec_for_kibana` points the query at an index prefix and fills in the metric and its
+  direction (``max``/``min`` aggregations, ``desc``/``asc`` sorts), and
+- :func:`spec_with_values` inlines an answer *of the same shape* for the offline report:
+  :func:`view_response` builds it from :mod:`warehouse.query.views` (the CLI's answers), so
+  the report and Kibana draw the same spec from the same numbers.
 
 ``step_series.json`` is the live-training line chart (one line per run over the steps data
 stream); :func:`step_series_spec` fills in the field it plots.
 
-Strings ``{metric}``, ``{title}``, ``{unit}``, ``{field}`` and ``{format}`` in the files are
+Strings ``{metric}``, ``{metric_field}``, ``{metric_name}``, ``{best_op}``, ``{order}``,
+``{title}``, ``{unit}``, ``{field}`` and ``{format}`` in the files (keys included) are
 placeholders filled here; a key whose placeholder is filled with nothing is dropped.
 """
 
@@ -21,14 +33,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
-from typing import Any, Literal
+from typing import Any
 
 from warehouse.errors import ConfigurationError
-from warehouse.models import infer_direction, parse_metric_path
+from warehouse.models import resolve_metric
 
 VIEWS = ("best_over_time", "experiments_ranked", "bias_variance")
 """The three views of the design, in the order dashboards and the report show them."""
@@ -36,8 +48,6 @@ VIEWS = ("best_over_time", "experiments_ranked", "bias_variance")
 VL_VERSION = "5.21"
 """The Vega-Lite the specs are written for: Kibana 8.x-9.3 ship 5.x, 9.4+ ship 6.x (which
 draws them the same; a test renders both)."""
-
-Direction = Literal["max", "min"]
 
 
 @dataclass(frozen=True)
@@ -74,18 +84,6 @@ def load_spec(name: str) -> dict[str, Any]:
     return spec
 
 
-def resolve_metric(metric: str, direction: str | None = None) -> tuple[str, str, Direction]:
-    """``("val", "acc", "max")`` for ``"val.acc"``; the direction inferred when not given."""
-    try:
-        split, name = parse_metric_path(metric)
-    except ValueError as exc:
-        raise ConfigurationError(str(exc)) from None
-    direct = direction or infer_direction(name)
-    if direct not in ("max", "min"):
-        raise ConfigurationError(f"direction must be 'max' or 'min', not {direct!r}")
-    return split, name, direct  # type: ignore[return-value]
-
-
 def spec_for_kibana(
     name: str,
     prefix: str = "warehouse",
@@ -102,7 +100,7 @@ def spec_for_kibana(
 
 def spec_with_values(
     name: str,
-    rows: Iterable[Mapping[str, Any]],
+    response: Mapping[str, Any],
     metric: str = "val.acc",
     direction: str | None = None,
     baseline_error: float = 0.0,
@@ -110,9 +108,10 @@ def spec_with_values(
     width: int | None = None,
     height: int | None = None,
 ) -> dict[str, Any]:
-    """The same view with run documents ``rows`` inlined in place of the Elasticsearch query."""
+    """The same view with ``response`` — an Elasticsearch answer to its query, or
+    :func:`view_response` — inlined in place of the query (read at the same ``format``)."""
     spec = _with_metric(load_spec(name), metric, direction, baseline_error)
-    spec["data"] = {"values": [{"_source": dict(row)} for row in rows]}
+    spec["data"] = {"values": response, "format": spec["data"]["format"]}
     if width is not None:
         spec["width"] = width
     if height is not None:
@@ -140,18 +139,27 @@ def step_series_spec(panel: StepPanel, prefix: str = "warehouse") -> dict[str, A
 def _with_metric(
     spec: dict[str, Any], metric: str, direction: str | None, baseline_error: float
 ) -> dict[str, Any]:
-    split, name, direct = resolve_metric(metric, direction)
+    m = resolve_metric(metric, direction)
     values = {
-        "metric_split": split,
-        "metric_name": name,
-        "direction": direct,
+        "metric_split": m.split,
+        "metric_name": m.name,
+        "direction": m.direction,
         "baseline_error": baseline_error,
     }
     spec["params"] = [
         {**param, "value": values.get(param["name"], param.get("value"))}
         for param in spec.get("params", [])
     ]
-    filled: dict[str, Any] = _fill(spec, {"{metric}": f"{split}.{name}"})
+    filled: dict[str, Any] = _fill(
+        spec,
+        {
+            "{metric_field}": m.path,
+            "{metric_name}": m.name,
+            "{metric}": m.label,
+            "{best_op}": m.direction,
+            "{order}": "desc" if m.direction == "max" else "asc",
+        },
+    )
     return filled
 
 
@@ -168,7 +176,7 @@ def _fill(node: Any, values: Mapping[str, str]) -> Any:
             filled = _fill(value, values)
             if filled == "" and isinstance(value, str) and value in values:
                 continue
-            out[key] = filled
+            out[_fill(key, values)] = filled
         return out
     if isinstance(node, list):
         return [_fill(item, values) for item in node]
@@ -215,7 +223,9 @@ def kibana_request(
     ``%context%`` the dashboard's query and filters (``context``, a ``bool`` query; default:
     a ``match_all`` filter — an empty query bar) holding that range in ``must``, and a
     ``date_histogram``'s ``interval`` (``{"%autointerval%": true}`` = ~50 buckets over the
-    range) becomes ``fixed_interval`` or ``calendar_interval``.
+    range) becomes ``fixed_interval`` or ``calendar_interval``; in the aggregations
+    ``{"%timefilter%": "min"|"max"}`` becomes that bound (epoch ms) and
+    ``{"%timefilter%": true}`` the range's ``gte``/``lte``.
     """
     request: dict[str, Any] = json.loads(json.dumps(url))
     body: dict[str, Any] = request.get("body", {})
@@ -244,31 +254,49 @@ def kibana_request(
         query = base
     if query is not None:
         body["query"] = query
-    span_ms = (time_to - time_from).total_seconds() * 1000
-    _expand_intervals(body.get("aggs", {}), span_ms)
+    _inject(body.get("aggs", {}), (time_from, time_to))
     return str(request["index"]), body
 
 
-def _expand_intervals(node: Any, span_ms: float, key: str | None = None) -> None:
+def _inject(node: Any, bounds: tuple[datetime, datetime], key: str | None = None) -> None:
+    """Kibana's ``_injectContextVars`` over the aggregations: intervals and ``%timefilter%``."""
     if isinstance(node, list):
         for item in node:
-            _expand_intervals(item, span_ms)
+            _inject(item, bounds)
         return
     if not isinstance(node, dict):
         return
+    span_ms = (bounds[1] - bounds[0]).total_seconds() * 1000
+    for name, value in list(node.items()):
+        if not isinstance(value, dict) or "%timefilter%" not in value:
+            continue
+        which = value["%timefilter%"]
+        if which in ("min", "max"):
+            node[name] = int(bounds[0 if which == "min" else 1].timestamp() * 1000)
+        elif which is True:
+            node[name] = {
+                "gte": _iso(bounds[0]),
+                "lte": _iso(bounds[1]),
+                "format": "strict_date_optional_time",
+            }
+        else:
+            raise ConfigurationError('"%timefilter%" must be true, "min" or "max"')
     if key == "date_histogram" and "interval" in node:
         interval = node.pop("interval")
         if isinstance(interval, dict):
             size = interval.get("%autointerval%")
             buckets = 50 if size is True else float(size or 50)
-            interval = next(
-                (iv for bound, iv in _ROUND_INTERVALS if span_ms / buckets <= bound), "1y"
-            )
+            interval = auto_interval(span_ms / buckets)
         unit = re.sub(r"^\d+", "", interval)
         calendar = unit in _CALENDAR_UNITS or (unit in _MIXED_UNITS and interval[:-1] == "1")
         node["calendar_interval" if calendar else "fixed_interval"] = interval
     for name, value in node.items():
-        _expand_intervals(value, span_ms, name)
+        _inject(value, bounds, name)
+
+
+def auto_interval(target_ms: float) -> str:
+    """Kibana's ``EsQueryParser._roundInterval``: the interval it sends for ``target_ms``."""
+    return next((iv for bound, iv in _ROUND_INTERVALS if target_ms <= bound), "1y")
 
 
 def _iso(moment: datetime) -> str:
@@ -279,15 +307,14 @@ _SOURCE_PATH = re.compile(r"datum\._source\.([A-Za-z_@][\w@]*(?:\.[A-Za-z_@][\w@
 
 
 def vega_fields_used(spec: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """``(index, field, kind)`` read by a Vega-Lite spec's Elasticsearch query and transforms."""
+    """``(index, field, kind)`` read by a Vega-Lite spec's Elasticsearch query and transforms:
+    aggregated fields, sort keys and ``_source`` paths anywhere in the body (``top_hits``
+    included), the time field, and the metric the params name."""
     url = spec["data"]["url"]
     index = url["index"]
     body = url.get("body", {})
     used = [(index, url["%timefield%"], "date")] if "%timefield%" in url else []
-    for item in body.get("sort", []):
-        used += [(index, f, "any") for f in (item if isinstance(item, dict) else [item])]
-    used += [(index, f, "any") for f in body.get("_source", [])]
-    used += [(index, f, "any") for f in _agg_fields(body.get("aggs", {}))]
+    used += [(index, f, "any") for f in _body_fields(body)]
     transforms = json.dumps(spec.get("transform", []))
     used += [(index, m, "any") for m in _SOURCE_PATH.findall(transforms)]
     params = {p["name"]: p.get("value") for p in spec.get("params", [])}
@@ -296,12 +323,21 @@ def vega_fields_used(spec: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     return sorted(set(used))
 
 
-def _agg_fields(node: Any) -> list[str]:
-    if isinstance(node, dict):
-        found = [node["field"]] if isinstance(node.get("field"), str) else []
-        for value in node.values():
-            found += _agg_fields(value)
-        return found
+def _body_fields(node: Any) -> list[str]:
     if isinstance(node, list):
-        return [f for item in node for f in _agg_fields(item)]
-    return []
+        return [f for item in node for f in _body_fields(item)]
+    if not isinstance(node, dict):
+        return []
+    found = [node["field"]] if isinstance(node.get("field"), str) else []
+    for item in node.get("sort", []) if isinstance(node.get("sort"), list) else []:
+        keys = item if isinstance(item, dict) else [item]
+        found += [k for k in keys if isinstance(k, str) and not k.startswith("_")]
+    source = node.get("_source")
+    if isinstance(source, dict):
+        source = source.get("includes", [])
+    if isinstance(source, list):
+        found += [f for f in source if isinstance(f, str) and "*" not in f]
+    for name, value in node.items():
+        if name not in ("sort", "_source", "field"):
+            found += _body_fields(value)
+    return found
