@@ -81,20 +81,23 @@ def test_report_shows_three_charts_the_leaderboard_and_the_run_count(
     assert charts == ["best_over_time", "experiments_ranked", "bias_variance"]
     assert card(page, "Runs") == str(len(DEMO_RUNS) + 1)  # the failed run counts too
     with open_store(local_runs) as store:
-        board = views.leaderboard(store, "val.acc")
+        board = views.leaderboard(store, "val.acc", evidence=True)
         parts = views.decomposition(store, "val.acc")
     assert card(page, "Best val.acc") == f"{board[0]['best_score']:.4f}"
     assert card(page, "Best experiment") == board[0]["experiment"]
-    assert [r[:5] for r in table_rows(page, "leaderboard")] == [
+    assert [r[:7] for r in table_rows(page, "leaderboard")] == [
         [
             str(b["rank"]),
             b["experiment"],
             f"{b['best_score']:.4f}",
+            "—",  # these runs logged no per-sample results: no interval ...
+            "—",  # ... and no paired test of the lead
             b["best_run_id"][:12],
             str(b["run_count"]),
         ]
         for b in board
     ]
+    assert all(b["ci_low"] is None and b["vs_next_p"] is None for b in board)
     rows = table_rows(page, "decomposition")
     assert [(r[0], r[-3]) for r in rows] == [
         (p["experiment"], f"{p['avoidable_bias']:.4f}") for p in parts

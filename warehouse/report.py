@@ -97,7 +97,7 @@ def collect(
     m = resolve_metric(metric, direction)
     metric_path, direct = m.label, m.direction
     runs = views.runs(store, filter=filter, limit=None, fields=RUN_FIELDS)
-    board = views.leaderboard(store, metric_path, direct, filter)
+    board = views.leaderboard(store, metric_path, direct, filter, evidence=True)
     parts = views.decomposition(store, metric_path, direct, filter, baseline_error=baseline_error)
     responses = {view: view_response(view, store, metric_path, direct, filter) for view in VIEWS}
     return ReportData(
@@ -238,6 +238,8 @@ def _leaderboard_table(data: ReportData) -> str:
             str(row.get("rank", "")),
             str(row.get("experiment", "")),
             _fmt(row.get("best_score")),
+            _interval(row.get("ci_low"), row.get("ci_high")),
+            _gap(row.get("vs_next_p")),
             _short(row.get("best_run_id")),
             _fmt_int(row.get("run_count")),
             _date(row.get("ended_at")),
@@ -245,10 +247,33 @@ def _leaderboard_table(data: ReportData) -> str:
         for row in data.leaderboard
     ]
     return _table(
-        ["#", "experiment", f"best {data.metric}", "best run", "runs", "ended"],
+        [
+            "#",
+            "experiment",
+            f"best {data.metric}",
+            "95% interval",
+            "lead over next",
+            "best run",
+            "runs",
+            "ended",
+        ],
         rows,
-        numeric={0, 2, 4},
+        numeric={0, 2, 6},
     )
+
+
+def _interval(low: Any, high: Any) -> str:
+    """``[0.9678, 0.9955]``, or a dash where the run logged no per-sample results."""
+    lo, hi = _num(low), _num(high)
+    return "—" if lo is None or hi is None else f"[{lo:.4f}, {hi:.4f}]"
+
+
+def _gap(p: Any) -> str:
+    """Whether the lead over the next row is evidence (paired test on shared samples)."""
+    value = _num(p)
+    if value is None:
+        return "—"
+    return f"p = {value:.2g}" + (" (≈ not significant)" if value >= 0.05 else "")
 
 
 def _decomposition_table(data: ReportData) -> str:

@@ -65,6 +65,9 @@ def make_runs(total: int, seed: int = 7) -> list[dict[str, Any]]:
             }
             if rng.random() < 0.7:
                 metrics["test"] = {"acc": val - rng.choice([0.004, -0.002, 0.01])}
+        ci = {}
+        if val is not None and round(val * 1e4) % 2 == 0:  # half the runs logged samples
+            ci = {"val": {"acc": {"low": val - 0.01, "high": min(1.0, val + 0.01), "n": 900}}}
         run = Run(
             run_id=uuid.UUID(int=rng.getrandbits(128)).hex,
             experiment=experiment,
@@ -72,6 +75,7 @@ def make_runs(total: int, seed: int = 7) -> list[dict[str, Any]]:
             started_at=started,
             ended_at=None if status is RunStatus.RUNNING else ended,
             metrics=metrics,
+            metrics_ci=ci,
         )
         docs.append(run.model_dump(mode="json", exclude_none=True))
 
@@ -149,10 +153,11 @@ def test_experiments_ranked_equals_the_leaderboard(
 ) -> None:
     settings, total = loaded
     spec = kibana_answer(settings, "experiments_ranked", metric)
-    rows = plotted(spec, ["rank", "experiment", "score", "run_id", "run_count"])
+    fields = ["rank", "experiment", "score", "run_id", "run_count", "ci_low", "ci_high"]
+    rows = plotted(spec, fields)
     rows.sort(key=lambda r: int(r["rank"]))
     with open_store(settings) as store:
-        board = views.leaderboard(store, metric, filter=cli_filter("started_at"))
+        board = views.leaderboard(store, metric, filter=cli_filter("started_at"), evidence=True)
     assert [
         (int(r["rank"]), r["experiment"], as_float(r["score"]), r["run_id"], int(r["run_count"]))
         for r in rows
@@ -160,6 +165,14 @@ def test_experiments_ranked_equals_the_leaderboard(
         (b["rank"], b["experiment"], b["best_score"], b["best_run_id"], b["run_count"])
         for b in board
     ]
+    # the error bars: each best run's recorded interval, as the CLI's ci_low/ci_high columns
+    bars = [(r["ci_low"], r["ci_high"]) for r in rows]
+    assert bars == [
+        ("null", "null") if b["ci_low"] is None else (repr(b["ci_low"]), repr(b["ci_high"]))
+        for b in board
+    ]
+    if metric == "val.acc":
+        assert any(low != "null" for low, _ in bars)
     assert board[0]["experiment"] == "exp-new"  # the late runs win
     assert LEFT_OUT not in {b["experiment"] for b in board}
     assert len(buckets_of(spec)) == len(board)  # one bucket per experiment, whatever the runs

@@ -24,9 +24,10 @@ The spec's transforms do the rest (ranking, running best, bias/variance arithmet
 ``step_series.json`` is the live-training line chart (one line per run over the steps data
 stream); :func:`step_series_spec` fills in the field it plots.
 
-Strings ``{metric}``, ``{metric_field}``, ``{metric_name}``, ``{best_op}``, ``{order}``,
-``{title}``, ``{unit}``, ``{field}`` and ``{format}`` in the files (keys included) are
-placeholders filled here; a key whose placeholder is filled with nothing is dropped.
+Strings ``{metric}``, ``{metric_field}``, ``{ci_field}`` (the metric's recorded interval),
+``{metric_name}``, ``{best_op}``, ``{order}``, ``{title}``, ``{unit}``, ``{field}`` and
+``{format}`` in the files (keys included) are placeholders filled here; a key whose
+placeholder is filled with nothing is dropped.
 """
 
 from __future__ import annotations
@@ -154,6 +155,7 @@ def _with_metric(
         spec,
         {
             "{metric_field}": m.path,
+            "{ci_field}": f"metrics_ci.{m.split}.{m.name}",
             "{metric_name}": m.name,
             "{metric}": m.label,
             "{best_op}": m.direction,

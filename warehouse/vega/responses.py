@@ -131,12 +131,16 @@ def _best_source(run: Mapping[str, Any], m: Metric) -> dict[str, Any]:
         for split, values in metrics.items()
         if isinstance(values, Mapping) and m.name in values
     }
-    return {
+    source = {
         "run_id": run.get("run_id"),
         "experiment": run.get("experiment"),
         "ended_at": _text(run.get("ended_at")),
         "metrics": kept,
     }
+    ci = ((run.get("metrics_ci") or {}).get(m.split) or {}).get(m.name)
+    if isinstance(ci, Mapping):  # the interval the ranked view draws as an error bar
+        source["metrics_ci"] = {m.split: {m.name: dict(ci)}}
+    return source
 
 
 def _hits(sources: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,0 +1,139 @@
+"""The codebase's shape, checked over its syntax trees: no import cycles, no oversized modules.
+
+A *unit* is a subpackage of ``warehouse`` (``warehouse.stores``) or a top-level module
+(``warehouse.run``). An edge is any import from one unit into another, the lazy ones inside
+functions included: deferring an import keeps the CLI fast but does not make a dependency go
+away. Only ``TYPE_CHECKING`` blocks (annotations) and the package's own lazy re-exports in
+``warehouse/__init__.py`` are not edges. Units must form a DAG.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "warehouse"
+MAX_LINES = 600
+
+
+def unit_of(module: str) -> str:
+    """``warehouse.stores.elastic`` -> ``warehouse.stores``; ``warehouse.run`` stays."""
+    parts = module.split(".")
+    if len(parts) >= 2 and (PACKAGE / parts[1]).is_dir():
+        return ".".join(parts[:2])
+    return ".".join(parts[:2]) if len(parts) >= 2 else module
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every ``warehouse`` module this file imports, anywhere but under ``TYPE_CHECKING``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    here = module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    annotations_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and _is_type_checking(node)
+        for inner in ast.walk(node)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in annotations_only:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            found.add(target)
+            # ``from warehouse import stores`` imports the subpackage itself
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.split(".")[0] == "warehouse"}
+
+
+def known_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def unit_graph() -> dict[str, set[str]]:
+    modules = known_modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        if name == "warehouse":
+            continue  # the package's lazy re-exports are not a dependency of anything
+        source = unit_of(name)
+        for target in imports_of(path):
+            # ``from warehouse.stores import base`` names a module; ``... import Store`` not
+            while target not in modules and "." in target:
+                target = target.rpartition(".")[0]
+            if target == "warehouse":
+                continue
+            dest = unit_of(target)
+            if dest != source:
+                graph.setdefault(source, set()).add(dest)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle as a path ``[a, b, ..., a]``, or None when the graph is a DAG."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def dfs(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state and (cycle := dfs(nxt)) is not None:
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := dfs(node)) is not None:
+            return cycle
+    return None
+
+
+def test_the_checker_finds_a_planted_cycle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}}) is None
+
+
+def test_the_checker_sees_real_edges() -> None:
+    graph = unit_graph()
+    assert "warehouse.stores" in graph["warehouse.query"]  # views run on the store contract
+
+
+def test_no_import_cycle_between_units() -> None:
+    cycle = find_cycle(unit_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_no_module_is_over_600_lines() -> None:
+    sizes = {
+        name: len(path.read_text(encoding="utf-8").splitlines())
+        for name, path in known_modules().items()
+    }
+    too_big = {name: n for name, n in sizes.items() if n > MAX_LINES}
+    assert not too_big, f"split these by idea (over {MAX_LINES} lines): {too_big}"
