@@ -33,21 +33,33 @@ CHUNK_ROWS = 10_000
 def _csv_cells(column: pa.Array | pa.ChunkedArray) -> list[Any]:
     """A column's values as the csv module should write them (:func:`output.csv_cell`'s rules):
     None, ints and strings as they are (csv writes ``str``, None as empty), floats as they are
-    when finite (csv writes their ``repr``), booleans spelt, anything else through csv_cell."""
+    when finite (csv writes their ``repr``), booleans spelt, anything else through csv_cell.
+    Plain columns go through numpy (``tolist`` is ~20x faster than Arrow's ``to_pylist``)."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from warehouse.output import csv_cell
 
     kind = column.type
+    if pa.types.is_dictionary(kind):
+        return _csv_cells(column.dictionary_decode())
     if pa.types.is_floating(kind):
-        finite = pc.is_finite(column)
-        values: list[Any] = pc.if_else(finite, column, pa.scalar(None, kind)).to_pylist()
-        return values
+        values = column.to_numpy(zero_copy_only=False)  # nulls come as NaN: empty either way
+        cells = values.astype(object)
+        cells[~np.isfinite(values)] = None
+        return cells.tolist()  # type: ignore[no-any-return]
+    if pa.types.is_integer(kind):
+        if not column.null_count:
+            return column.to_numpy(zero_copy_only=False).tolist()  # type: ignore[no-any-return]
+        cells = column.fill_null(0).to_numpy(zero_copy_only=False).astype(object)
+        cells[column.is_null().to_numpy(zero_copy_only=False)] = None
+        return cells.tolist()  # type: ignore[no-any-return]
     if pa.types.is_boolean(kind):
-        return pc.if_else(column, "true", "false").to_pylist()  # type: ignore[no-any-return]
-    if pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return column.to_pylist()  # type: ignore[no-any-return]
+        column = pc.if_else(column, "true", "false")
+        kind = column.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return column.to_numpy(zero_copy_only=False).tolist()  # type: ignore[no-any-return]
     if pa.types.is_null(kind):
         return [None] * len(column)
     return [csv_cell(v) for v in column.to_pylist()]
