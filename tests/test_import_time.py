@@ -83,3 +83,14 @@ def test_the_console_script_help_exits_0_and_lists_query() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "leaderboard" in proc.stdout
     assert "over-time" in proc.stdout
+
+
+def test_the_streaming_writers_and_export_load_arrow_only_when_they_write() -> None:
+    assert loaded_after("import warehouse.streaming, warehouse.export") == []
+
+
+def test_the_step_logger_loads_no_table_library_or_json_encoder() -> None:
+    """``log_step``'s module is imported by every training script: no pyarrow, numpy,
+    orjson (encode_lines imports it on first use), psutil (the sampler's thread does)."""
+    body = "from warehouse.live.steps import StepLogger"
+    assert loaded_after(body, extra=("orjson",)) == []

@@ -12,21 +12,23 @@ With ``--format jsonl`` every file is JSON lines instead, and ``runs.jsonl`` hol
 documents exactly as ``warehouse query runs --format json`` prints them. DuckDB
 (``SELECT * FROM 'DIR/samples/*/val.parquet'``), pandas, Polars and Spark read either. Outputs
 and artifacts stay where the records point (``output_uri``, ``artifacts[].uri``).
+
+Everything is streamed (:mod:`warehouse.streaming`): samples a stored batch at a time, runs
+and steps a chunk of rows at a time, so memory does not grow with the rows written.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable
+import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from warehouse.errors import ConfigurationError, NotFound
+from warehouse.streaming import write_jsonl_batches, write_jsonl_rows, write_parquet_rows
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from warehouse.stores.base import Store
 
 Format = Literal["parquet", "jsonl"]
@@ -55,7 +57,6 @@ def export(
 ) -> Exported:
     """Write the runs matching ``filter``, their samples and steps, under ``dest``."""
     from warehouse.query import views
-    from warehouse.query.api import Result
 
     if fmt not in FORMATS:
         raise ConfigurationError(f"export format {fmt!r} is not one of {', '.join(FORMATS)}")
@@ -64,9 +65,10 @@ def export(
     done = Exported(runs=len(docs))
     runs_file = dest / f"runs.{fmt}"
     if fmt == "jsonl":
-        _write_jsonl(runs_file, docs)
+        with open(runs_file, "w", encoding="utf-8") as out:
+            write_jsonl_rows(docs, out)
     else:
-        _write_parquet(runs_file, Result(docs).to_arrow())
+        write_parquet_rows(lambda: docs, runs_file)
     done.paths.append(runs_file)
     for number, doc in enumerate(docs, 1):
         run_id = str(doc["run_id"])
@@ -77,23 +79,18 @@ def export(
                 done.sample_files += 1
                 done.sample_rows += rows
                 done.paths.append(path)
-        steps = list(store.steps(_step_range(run_id)))
+        steps = _export_steps(store, run_id, dest / "steps" / f"{run_id}.{fmt}", fmt)
         if steps:
-            path = dest / "steps" / f"{run_id}.{fmt}"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if fmt == "jsonl":
-                _write_jsonl(path, steps)
-            else:
-                _write_parquet(path, Result(steps).to_arrow())
             done.step_files += 1
-            done.steps += len(steps)
-            done.paths.append(path)
+            done.steps += steps
+            done.paths.append(dest / "steps" / f"{run_id}.{fmt}")
         if progress is not None:
             progress(number, len(docs))
     return done
 
 
 def _export_samples(store: Store, run_id: str, split: str, path: Path, fmt: Format) -> int | None:
+    """One split's rows, a stored batch at a time; None when the run has no such split."""
     import pyarrow.parquet as pq
 
     try:
@@ -104,43 +101,31 @@ def _export_samples(store: Store, run_id: str, split: str, path: Path, fmt: Form
     if first is None:
         return None
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = 0
     if fmt == "jsonl":
         with open(path, "w", encoding="utf-8") as out:
-            for batch in (first, *batches):
-                for row in batch.to_pylist():
-                    out.write(_line(row))
-                rows += batch.num_rows
-        return rows
+            return write_jsonl_batches(itertools.chain([first], batches), out)
+    rows = 0
     with pq.ParquetWriter(path, first.schema) as writer:
-        for batch in (first, *batches):
+        for batch in itertools.chain([first], batches):
             writer.write_batch(batch.cast(first.schema) if batch.schema != first.schema else batch)
             rows += batch.num_rows
     return rows
 
 
-def _step_range(run_id: str) -> Any:
+def _export_steps(store: Store, run_id: str, path: Path, fmt: Format) -> int:
+    """A run's steps, streamed (Parquet: read twice, once for the schema); the count."""
     from warehouse.stores.base import StepRange
 
-    return StepRange(run_id=run_id)
+    def steps() -> Iterator[dict[str, Any]]:
+        return store.steps(StepRange(run_id=run_id))
 
-
-def _write_parquet(path: Path, table: pa.Table) -> None:
-    import pyarrow.parquet as pq
-
-    pq.write_table(table, path)
-
-
-def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
-    with open(path, "w", encoding="utf-8") as out:
-        for row in rows:
-            out.write(_line(row))
-
-
-def _line(row: dict[str, Any]) -> str:
-    from warehouse.values import json_safe
-
-    return json.dumps(json_safe(row), ensure_ascii=False, separators=(",", ":")) + "\n"
+    if next(steps(), None) is None:
+        return 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "jsonl":
+        with open(path, "w", encoding="utf-8") as out:
+            return write_jsonl_rows(steps(), out)
+    return write_parquet_rows(steps, path)
 
 
 __all__ = ["FORMATS", "Exported", "export"]

@@ -20,6 +20,7 @@ import pytest
 
 from warehouse.live.step_docs import (
     DocBuilder,
+    encode_lines,
     flops_utilisation,
     is_tick,
     step_duration,
@@ -33,6 +34,7 @@ class Collect:
 
     def __init__(self) -> None:
         self.docs: list[dict[str, Any]] = []
+        self.batches: list[list[dict[str, Any]]] = []
         self.calls = 0
         self.down = False
         self.lock = threading.Lock()
@@ -43,6 +45,7 @@ class Collect:
             if self.down:
                 raise ConnectionError("store is down")
             self.docs.extend(docs)
+            self.batches.append(docs)
 
 
 def logger(sink: Any, tmp_path: Path, **kw: Any) -> StepLogger:
@@ -453,3 +456,123 @@ def test_a_forked_child_ships_nothing_and_exits_cleanly(tmp_path: Path) -> None:
     steps.log_step(2, loss=1.0)
     steps.close()
     assert [d["step"] for d in sink.docs] == [0, 2]
+
+
+# ---- the column-wise path gives the documents the item-by-item path gives -----------------------
+def _random_items(seed: int, n: int) -> tuple[list[Any], list[tuple[float, dict[str, Any]]]]:
+    import random
+
+    rng = random.Random(seed)
+    t = 1_700_000_000.0
+    out: list[Any] = []
+    step = 0
+    for i in range(n):
+        t += rng.choice((0.001, 0.01, 0.0, 0.5))
+        step += rng.choice((1, 1, 1, 10, 0))
+        metrics: dict[str, Any] = {"loss": 2.0 * 0.999**i + rng.random() * 0.01, "lr": 3e-4}
+        if rng.random() < 0.9:
+            metrics["grad_norm"] = rng.choice((1.0, 1.1, 0.9, 8.0, 50.0))
+        odd = rng.random()
+        if odd < 0.001:
+            metrics["loss"] = float("nan")
+        elif odd < 0.002:
+            metrics["val acc"] = 0.5  # a name to normalise
+        elif odd < 0.003:
+            metrics["count"] = 3  # an int
+        elif odd < 0.0035:
+            out.append((t, "x", None, {"loss": 1.0}))  # a step that is not an int
+            continue
+        out.append((t, step, i // 100, metrics))
+    samples = [(out[k][0] + 0.0005, {"system": {"cpu_pct": float(k)}}) for k in range(5, n, 97)]
+    return out, samples
+
+
+def _slow_builder(monkeypatch: pytest.MonkeyPatch, **kw: Any) -> DocBuilder:
+    b = DocBuilder("r", "e", **kw)
+    monkeypatch.setattr(b, "_fast_docs", lambda items: None)
+    return b
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("tokens", [None, 4096.0])
+def test_column_wise_documents_equal_the_item_by_item_ones(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, seed: int, tokens: Any
+) -> None:
+    import copy
+
+    kw = {"tokens_per_step": tokens, "flops_per_token": 6e9, "peak_flops": 1e15}
+    items, samples = _random_items(seed, 2000)
+    chunks = [items[k : k + 137] for k in range(0, len(items), 137)]  # as the thread drains
+    fast, slow = DocBuilder("r", "e", **kw), _slow_builder(monkeypatch, **kw)
+    taken = []
+    column_wise = fast._fast_docs
+    monkeypatch.setattr(fast, "_fast_docs", lambda its: taken.append(column_wise(its)) or taken[-1])
+    got: list[dict[str, Any]] = []
+    want: list[dict[str, Any]] = []
+    sample_chunks: list[list[Any]] = [[] for _ in chunks]
+    for sample in samples:  # taken while the chunk's steps were logged
+        sample_chunks[next(k for k, c in enumerate(chunks) if c[-1][0] >= sample[0])].append(sample)
+    for number, (chunk, chunk_samples) in enumerate(zip(chunks, sample_chunks, strict=True)):
+        more = number % 3 != 2
+        got += fast.build(copy.deepcopy(chunk), chunk_samples, more=more)
+        want += slow.build(copy.deepcopy(chunk), chunk_samples, more=more)
+    got += fast.finish()
+    want += slow.finish()
+    assert len(want) > 1900
+    assert sum("flags" in d for d in want) > 100  # spikes and trends were computed
+    assert got == want
+    assert sum(d is not None for d in taken) >= 5  # both paths were taken
+    assert sum(d is None for d in taken) >= 2
+    for attr in ("seq", "steps", "last_step", "last_epoch", "last_metrics", "last_duration"):
+        assert getattr(fast, attr) == getattr(slow, attr), attr
+
+
+def test_a_burst_drained_in_chunks_gives_the_documents_of_one_build(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    items, samples = _random_items(9, 3000)
+    one = _slow_builder(monkeypatch)
+    want = one.build([(t, s, e, dict(m)) for t, s, e, m in items], samples) + one.finish()
+    chunked = DocBuilder("r", "e")
+    got: list[dict[str, Any]] = []
+    for k in range(0, len(items), 500):
+        chunk = [(t, s, e, dict(m)) for t, s, e, m in items[k : k + 500]]
+        got += chunked.build(chunk, samples if k == 0 else [], more=k + 500 < len(items))
+    got += chunked.finish()
+    assert got == want
+
+
+def test_a_burst_larger_than_the_buffer_bound_is_all_shipped(tmp_path: Path) -> None:
+    sink = Collect()
+    steps = logger(sink, tmp_path, flush_interval_s=60.0, max_buffered=3000)
+    steps.batch_size = 1000
+    for i in range(10_000):  # logged faster than one tick: drained in chunks of 1000
+        steps.log_step(i, loss=1.0)
+    steps.close()
+    assert steps.stats["dropped"] == 0
+    assert [d["step"] for d in sink.docs] == list(range(10_000))
+    assert max(len(b) for b in sink.batches) <= 1000
+
+
+@pytest.mark.parametrize("orjson_present", [True, False])
+def test_encoded_lines_hold_what_the_store_would_write(
+    monkeypatch: pytest.MonkeyPatch, orjson_present: bool
+) -> None:
+    import json
+    import sys
+
+    if not orjson_present:
+        monkeypatch.setitem(sys.modules, "orjson", None)  # import fails: the json fallback
+    items, samples = _random_items(4, 500)
+    b = DocBuilder("r", "e")
+    docs = b.build(items, samples) + b.finish()
+    docs[3]["odd"] = {1: object()}  # a value JSON has no type for, a key that is not a string
+    data = encode_lines(docs, "run9", "exp9")
+    lines = data.decode().splitlines()
+    want = [
+        json.loads(json.dumps({**d, "run_id": "run9", "experiment": "exp9"}, default=str))
+        for d in docs
+    ]
+    assert [json.loads(line) for line in lines] == want
+    assert data.endswith(b"\n")
+    assert encode_lines([], "r", "e") == b""

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Sink = Callable[[list[dict[str, Any]]], None]
+"""Takes a batch of step documents to store; it must not change them (a batch it refuses
+is offered again, the same documents)."""
 
 BATCH_SIZE = 5_000
 CONSOLE_TICK_S = 0.5
@@ -236,11 +238,16 @@ class StepLogger:
                 stopping = self._stop.is_set()
             with self._done:
                 generation = self._requested
-            try:
-                self._build(final=stopping)
-            except Exception:  # never let the thread die: steps would pile up silently
-                log.exception("run %s: building step documents failed; continuing", self.run_id)
-            ok = self._hand_over(stopping, generation > self._flushed)
+            asked = generation > self._flushed
+            while True:  # in chunks: a burst of steps never makes one huge batch in memory
+                more = False
+                try:
+                    more = self._build(final=stopping)
+                except Exception:  # never let the thread die: steps would pile up silently
+                    log.exception("run %s: building step documents failed; continuing", self.run_id)
+                ok = self._hand_over(stopping, asked)
+                if not more:
+                    break
             if stopping and not ok:  # closing: a few quick retries before giving up
                 for pause in CLOSE_RETRIES_S:
                     time.sleep(pause)
@@ -254,10 +261,15 @@ class StepLogger:
             if stopping:
                 return
 
-    def _build(self, final: bool) -> None:
+    def _build(self, final: bool) -> bool:
+        """Build the documents of at most ``batch_size`` logged steps (and the samples taken);
+        True when more steps wait."""
         buf = self._buf
-        n = len(buf)
-        items = [buf.popleft() for _ in range(n)]
+        n = min(len(buf), self.batch_size)
+        popleft = buf.popleft
+        items = [popleft() for _ in range(n)]
+        more = bool(buf) and n == self.batch_size
+        final = final and not more
         samples_q = self._samples
         samples = [samples_q.popleft() for _ in range(len(samples_q))]
         if items and self.options.system_per_step and self._sampler is not None:
@@ -270,7 +282,7 @@ class StepLogger:
                     log.warning("system sampling failed; continuing", exc_info=True)
                 samples.sort(key=lambda s: s[0])
         b = self._builder
-        docs = b.build(items, samples) if (items or samples) else []
+        docs = b.build(items, samples, more=more) if (items or samples) else []
         if final:
             docs.extend(b.finish())
         self.stats["logged"] += n
@@ -297,6 +309,7 @@ class StepLogger:
                 b.last_system,
                 force=final,
             )
+        return more
 
     def _hand_over(self, stopping: bool, asked: bool) -> bool:
         """Give pending documents to the sink when it is time; True when none are left."""
@@ -324,7 +337,7 @@ class StepLogger:
 
     def _send(self, docs: list[dict[str, Any]]) -> bool:
         try:
-            self._sink([dict(d) for d in docs])
+            self._sink(docs)  # a copy of the list: a sink may keep it; documents are never changed
         except Exception as exc:
             self.stats["sink_errors"] += 1
             if not self._outage:
