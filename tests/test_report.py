@@ -85,18 +85,21 @@ def test_report_shows_three_charts_the_leaderboard_and_the_run_count(
         parts = views.decomposition(store, "val.acc")
     assert card(page, "Best val.acc") == f"{board[0]['best_score']:.4f}"
     assert card(page, "Best experiment") == board[0]["experiment"]
-    assert [r[:7] for r in table_rows(page, "leaderboard")] == [
-        [
-            str(b["rank"]),
-            b["experiment"],
-            f"{b['best_score']:.4f}",
-            "—",  # these runs logged no per-sample results: no interval ...
-            "—",  # ... and no paired test of the lead
-            b["best_run_id"][:12],
-            str(b["run_count"]),
+    assert (
+        [r[:7] for r in table_rows(page, "leaderboard")]
+        == [
+            [
+                str(b["rank"]),
+                b["experiment"],
+                f"{b['best_score']:.4f}",
+                "—",  # these runs logged no per-sample results: no interval ...
+                "—",  # ... and no paired test of the lead
+                b["best_run_id"][:12],
+                str(b["run_count"]),
+            ]
+            for b in board
         ]
-        for b in board
-    ]
+    )
     assert all(b["ci_low"] is None and b["vs_next_p"] is None for b in board)
     rows = table_rows(page, "decomposition")
     assert [(r[0], r[-3]) for r in rows] == [
