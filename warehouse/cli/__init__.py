@@ -29,12 +29,51 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,  # plain click help: no rich, markdown_it, pygments at start
     add_completion=False,
 )
 
 for _module in (demo, query, ops, live, kibana, evidence, history):
     _module.register(app)
+
+
+SHORT_HELP = {
+    # the one-line summaries in `--help` command lists (click cuts longer first sentences)
+    "demo": "Record the digits demo: a 15-run Hydra sweep.",
+    "init": "Set up Elasticsearch, the bucket and Kibana.",
+    "status": "Where records go; servers; what waits to ship.",
+    "sync": "Ship what waits in the outbox (ES / S3).",
+    "compact": "Fold recent runs into the local run catalog.",
+    "export-templates": "Write the Elasticsearch index templates as JSON.",
+    "watch": "Record a run from any command's output.",
+    "report": "Write the static HTML report.",
+    "check": "Regression gate: exit 1 if RUN is worse.",
+    "export": "Write runs, samples, steps as Parquet/JSONL.",
+    "push": "Copy the local history to Elasticsearch and S3.",
+    "pull": "Copy runs from Elasticsearch to the local store.",
+    "query": "Ask questions: runs, best, leaderboard, ...",
+    "kibana": "Kibana saved objects: generate, import, export.",
+    "runs": "Tidy runs: tag, note, rename, delete.",
+    "runs.tag": "Add (+name) and remove (-name) tags.",
+    "runs.note": "Set a run's note.",
+    "runs.rename-experiment": "Rename an experiment in all its runs.",
+    "runs.delete": "Delete runs and everything they hold.",
+    "query.runs": "Runs matching a filter, sorted.",
+    "query.best": "The best run (or one per experiment).",
+    "query.leaderboard": "Experiments ranked by their best run.",
+    "query.over-time": "The best score so far, over time.",
+    "query.decomposition": "Bias/variance of each experiment's best run.",
+    "query.samples": "Per-sample results of a run.",
+    "query.show": "One run in full.",
+    "query.compare": "Runs side by side: differing config, metrics.",
+    "query.steps": "A run's training steps and system metrics.",
+    "query.diff": "What changed between two runs, per sample.",
+    "query.slices": "The metric per slice of the samples.",
+    "query.replicates": "Seed replicate groups: mean, spread, luck.",
+    "kibana.export-objects": "Regenerate kibana/warehouse.ndjson.",
+    "kibana.import": "Import the saved objects into Kibana.",
+    "kibana.export": "Export the saved objects from Kibana.",
+}
 
 
 def _reflow(doc: str) -> str:
@@ -58,14 +97,20 @@ def _reflow(doc: str) -> str:
     return "\n\n".join(paragraphs)
 
 
-def _reflow_help(typer_app: typer.Typer) -> None:
+def _reflow_help(typer_app: typer.Typer, prefix: str = "") -> None:
     for command in typer_app.registered_commands:
         doc = command.help or (command.callback.__doc__ if command.callback else None)
         if doc:
             command.help = _reflow(doc)
+        name = command.name or (command.callback.__name__ if command.callback else "")
+        short = SHORT_HELP.get(prefix + name.replace("_", "-"))
+        if short is not None:
+            command.short_help = short
     for group in typer_app.registered_groups:
+        if group.name is not None and group.name in SHORT_HELP and not prefix:
+            group.short_help = SHORT_HELP[group.name]
         if group.typer_instance is not None:
-            _reflow_help(group.typer_instance)
+            _reflow_help(group.typer_instance, f"{prefix}{group.name}.")
 
 
 _reflow_help(app)

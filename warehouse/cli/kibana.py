@@ -39,7 +39,7 @@ SpaceOpt = Annotated[
 def register(app: typer.Typer) -> None:
     """Add `report` and the `kibana` group to the main app."""
     app.command("report")(report)
-    app.add_typer(kibana_app)
+    app.add_typer(kibana_app, name="kibana")
 
 
 def _settings(**cli: Any) -> Any:
