@@ -62,6 +62,7 @@ function failed(err) {
 async function embed(el, spec) {
   const result = await vegaEmbed(el, spec, {
     renderer: "svg", actions: false, ast: true, expr: vega.expressionInterpreter, defaultStyle: false,
+    tooltip: { disableDefaultStyle: true },
   });
   el.dataset.rendered = "1";
   return result;
@@ -113,7 +114,7 @@ async function renderOverview(d) {
         .map(([k, v, id]) => h("div", { class: "card" }, h("div", { class: "label", text: k }), h("div", { class: "value", id, text: v })))),
     best ? h("p", {}, "The best run: ", runLink(d.best_run_id), " · ",
       h("a", { href: `#/samples/${encodeURIComponent(d.best_run_id)}`, id: "best-samples", text: "its worst samples" })) : null,
-    charts.length ? charts : h("section", { class: "muted", text: `No run has a value of ${d.metric} yet: record runs (for example warehouse demo).` }),
+    ...(charts.length ? charts : [h("section", { class: "muted", text: `No run has a value of ${d.metric} yet: record runs (for example warehouse demo).` })]),
     h("section", { id: "leaderboard" }, h("h2", { text: "Leaderboard" }),
       table(["#", "experiment", `best ${d.metric}`, "95% interval", "vs next", "best run", "runs", "ended"],
         d.leaderboard.map((r) => [r.rank, r.experiment, fmt(r.best_score), ci(r), vsNext(r), runLink(r.best_run_id), fmt(r.run_count), fmt(r.ended_at)]),
