@@ -118,7 +118,9 @@ def test_overview_refreshes_when_a_run_is_recorded(
     ready(browser, "overview")
     before = len(demo.run_ids)
     assert browser.find_element(By.ID, "run-count").text == str(before)
-    with warehouse.start_run("digits-new", {"seed": 9}, settings=demo.settings, cwd=tmp_path) as run:
+    with warehouse.start_run(
+        "digits-new", {"seed": 9}, settings=demo.settings, cwd=tmp_path
+    ) as run:
         run.log_metrics("val", {"acc": 0.5})
     WebDriverWait(browser, 20).until(
         lambda d: d.find_element(By.ID, "run-count").text == str(before + 1)
@@ -126,20 +128,25 @@ def test_overview_refreshes_when_a_run_is_recorded(
     assert browser.execute_script("return performance.getEntriesByType('navigation').length") == 1
 
 
+ROWS_JS = "return [...document.querySelectorAll('#runs-table tbody tr')].map(r => r.dataset.run)"
+LAST_CELLS_JS = (
+    "return [...document.querySelectorAll('#runs-table tbody tr td:last-child')]"
+    ".map(c => c.textContent)"
+)
+SORTED_JS = "return document.querySelector(\"th[data-col='metrics.val.acc']\").className"
+
+
 def test_a_filter_typed_into_the_box_narrows_the_table(
     browser: Any, server: UiServer, demo: Demo
 ) -> None:
     browser.get(server.url + "#/runs")
     ready(browser, "runs")
-    rows = browser.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr")
-    assert len(rows) == len(demo.run_ids)
+    assert sorted(browser.execute_script(ROWS_JS)) == sorted(demo.run_ids)
     browser.find_element(By.ID, "filter").send_keys("experiment:digits-svm")
-    want = sorted(r for r, e in zip(demo.run_ids, demo.experiments, strict=True) if e == "digits-svm")
-    WebDriverWait(browser, 20).until(
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr")) == len(want)
+    want = sorted(
+        r for r, e in zip(demo.run_ids, demo.experiments, strict=True) if e == "digits-svm"
     )
-    shown = [r.get_attribute("data-run") for r in browser.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr")]
-    assert sorted(shown) == want
+    WebDriverWait(browser, 20).until(lambda d: sorted(d.execute_script(ROWS_JS)) == want)
     # a bad filter: the error is shown inline, the page stays
     box = browser.find_element(By.ID, "filter")
     box.send_keys(" AND (")
@@ -149,14 +156,15 @@ def test_a_filter_typed_into_the_box_narrows_the_table(
     box.clear()
     box.send_keys(" ")
     WebDriverWait(browser, 20).until(
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr")) == len(demo.run_ids)
+        lambda d: (
+            len(d.execute_script(ROWS_JS)) == len(demo.run_ids)
+            and not d.find_element(By.ID, "filter-error").text
+        )
     )
     browser.find_element(By.CSS_SELECTOR, "th[data-col='metrics.val.acc']").click()
-    WebDriverWait(browser, 20).until(
-        lambda d: "sorted-desc" in d.find_element(By.CSS_SELECTOR, "th[data-col='metrics.val.acc']").get_attribute("class")
-    )
-    cells = browser.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr td:last-child")
-    values = [float(c.text) for c in cells]
+    WebDriverWait(browser, 20).until(lambda d: "sorted-desc" in d.execute_script(SORTED_JS))
+    values = [float(v) for v in browser.execute_script(LAST_CELLS_JS)]
+    assert len(values) == len(demo.run_ids)
     assert values == sorted(values, reverse=True)
 
 

@@ -20,7 +20,7 @@ from urllib.parse import quote as url_quote
 
 from warehouse import lucene
 from warehouse.errors import ConfigurationError, NotFound, QuerySyntaxError, WarehouseError
-from warehouse.output import jsonable
+from warehouse.output import jsonable as _jsonable
 
 if TYPE_CHECKING:
     from warehouse.objects.base import ObjectStore
@@ -36,6 +36,16 @@ SAMPLE_PAGE = 48
 FLIPPED_SHOWN = 60
 CACHE_TTL_S = 30.0  # a cached overview is recomputed at least this often (lost runs age)
 _DIFF_LIMIT = 1 << 20  # git diffs larger than this are cut
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with only JSON types (NaN → null, datetimes → ISO strings)."""
+    return _jsonable(value)
+
+
+def _answer(value: Mapping[str, Any]) -> dict[str, Any]:
+    answer: dict[str, Any] = _jsonable(value)
+    return answer
 
 
 def object_href(uri: Any) -> str | None:
@@ -158,6 +168,7 @@ class UiData:
         size: int = PAGE_SIZE,
     ) -> dict[str, Any]:
         """One page of the runs table: rows, the total matching, the cursor of the next page."""
+        from warehouse.models import resolve_metric
         from warehouse.query import views
 
         text = (filter or "").strip() or None
@@ -166,7 +177,7 @@ class UiData:
             raise ConfigurationError(f"page size {size} is not between 1 and {MAX_PAGE}")
         columns = [f"metrics.{m}" for m in metrics if m]
         for name in columns:
-            views.resolve_metric(name)  # "metrics.val.acc" → checked split.metric
+            resolve_metric(name)  # "metrics.val.acc" → checked split.metric
         field_name, order = views.parse_sort(sort or "started_at:desc")
         if field_name not in SORTABLE and not field_name.startswith("metrics."):
             raise QuerySyntaxError(
@@ -222,7 +233,7 @@ class UiData:
             for a in doc.get("artifacts") or []
         ]
         config = doc.get("config") or {}
-        return jsonable(
+        return _answer(
             {
                 "run": doc,
                 "config_yaml": yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
@@ -250,7 +261,7 @@ class UiData:
         with self.lock:
             run = views.get_run(self.store, run_id, fields=("run_id", "status"))
             rows = list(views.steps(self.store, str(run["run_id"]), after_seq=after_seq))
-        return jsonable({"status": run.get("status"), "rows": rows})
+        return _answer({"status": run.get("status"), "rows": rows})
 
     # --- samples --------------------------------------------------------------------------
 
@@ -277,7 +288,7 @@ class UiData:
             run = views.get_run(self.store, run_id, fields=views.SAMPLE_RUN_FIELDS)
         counts: dict[str, int] = run.get("sample_counts") or {}
         if not counts:
-            return jsonable({"run": run, "splits": {}, "rows": [], "columns": []})
+            return _answer({"run": run, "splits": {}, "rows": [], "columns": []})
         if split is None:
             split = metric.split if metric.split in counts else sorted(counts)[0]
         if split not in counts:
@@ -298,7 +309,12 @@ class UiData:
         if order not in ("asc", "desc"):
             raise QuerySyntaxError(f"sample order {order!r} is neither asc nor desc")
         query = SampleQuery(
-            rid, split, sort=sort, order=order, limit=limit, offset=offset  # type: ignore[arg-type]
+            rid,
+            split,
+            sort=sort,
+            order="desc" if order == "desc" else "asc",
+            limit=limit,
+            offset=offset,
         )
         with self.lock:
             rows = list(self.store.search_samples(query))
@@ -313,7 +329,7 @@ class UiData:
                     "kind": content_kind(str(uri)) if uri else None,
                 }
             )
-        return jsonable(
+        return _answer(
             {
                 "run": run,
                 "split": split,
@@ -368,7 +384,7 @@ class UiData:
                     for r in found.rows[:FLIPPED_SHOWN]
                 ],
             }
-        return jsonable({"runs": ids, "rows": rows, "diff": flipped})
+        return _answer({"runs": ids, "rows": rows, "diff": flipped})
 
 
 def _flat_run(doc: Mapping[str, Any], metric_columns: Sequence[str]) -> dict[str, Any]:
@@ -377,7 +393,7 @@ def _flat_run(doc: Mapping[str, Any], metric_columns: Sequence[str]) -> dict[str
     row = {c: doc.get(c) for c in RUN_COLUMNS}
     for name in metric_columns:
         row[name] = get_path(doc, name)
-    return jsonable(row)
+    return _answer(row)
 
 
 def _after(field_name: str, order: str, cursor: str) -> lucene.Node:
