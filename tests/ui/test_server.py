@@ -202,7 +202,8 @@ def test_overview_matches_the_query_views(server: UiServer, demo: Demo) -> None:
     assert sorted(body["charts"]) == sorted(
         ["best_over_time", "experiments_ranked", "bias_variance"]
     )
-    values = body["charts"]["best_over_time"]["data"]["values"]
+    assert body["charts"]["best_over_time"]["data"] == {"name": "runs"}
+    values = body["chart_rows"]
     assert sorted(v["_source"]["run_id"] for v in values) == sorted(demo.run_ids)
 
 

@@ -117,6 +117,7 @@ class UiData:
         board = views.leaderboard(self.store, data.metric, data.direction, evidence=True)
         experiments = len({r.get("experiment") for r in data.runs})
         charts = {}
+        chart_rows: list[Any] = []
         if board:
             for view in VIEWS:
                 height = 260 if view == "best_over_time" else max(120, 30 * experiments)
@@ -124,7 +125,10 @@ class UiData:
                     view, data.runs, data.metric, data.direction, data.baseline_error, height=height
                 )
                 spec["width"] = "container"
+                shared = spec.pop("data")["values"]  # the same rows in each view: sent once
+                spec["data"] = {"name": "runs"}
                 charts[view] = spec
+                chart_rows = shared
         return {
             "fingerprint": stamp,
             "title": f"{s.project} results" if s.project else "ML results",
@@ -135,6 +139,7 @@ class UiData:
             "experiment_count": experiments,
             "best_run_id": board[0]["best_run_id"] if board else None,
             "charts": charts,
+            "chart_rows": jsonable(chart_rows),
             "leaderboard": jsonable(board),
             "decomposition": jsonable(data.decomposition),
         }

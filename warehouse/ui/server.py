@@ -68,6 +68,7 @@ class UiServer(ThreadingHTTPServer):
         self.data = data
         self.check_host = check_host
         self.policy = csp(_s3_origin(data))
+        self.overview_bytes: tuple[dict[str, Any], bytes] | None = None
         super().__init__(address, Handler)
 
     @property
@@ -182,7 +183,12 @@ class Handler(BaseHTTPRequestHandler):
     def _api(self, name: str, q: dict[str, str]) -> None:
         data = self.server.data
         if name == "overview":
-            self._json(HTTPStatus.OK, data.overview())
+            answer = data.overview()
+            cached = self.server.overview_bytes
+            if cached is None or cached[0] is not answer:  # serialise each new answer once
+                cached = (answer, json.dumps(answer, allow_nan=False).encode())
+                self.server.overview_bytes = cached
+            self._send(HTTPStatus.OK, cached[1], "application/json; charset=utf-8")
         elif name == "metrics":
             primary = data.settings.primary_metric
             self._json(HTTPStatus.OK, {"metrics": data.metric_names(), "primary": primary})
