@@ -13,7 +13,7 @@ import sys
 
 import typer
 
-from warehouse.cli import demo, evidence, history, kibana, live, ops, query
+from warehouse.cli import demo, evidence, history, kibana, live, ops, query, ui
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok · 1 no match (only with --fail-empty) · 2 bad usage, config or query · "
@@ -33,7 +33,7 @@ app = typer.Typer(
     add_completion=False,
 )
 
-for _module in (demo, query, ops, live, kibana, evidence, history):
+for _module in (demo, query, ops, live, kibana, evidence, history, ui):
     _module.register(app)
 
 
@@ -73,6 +73,7 @@ SHORT_HELP = {
     "kibana.export-objects": "Regenerate kibana/warehouse.ndjson.",
     "kibana.import": "Import the saved objects into Kibana.",
     "kibana.export": "Export the saved objects from Kibana.",
+    "ui": "Serve the local web UI (read-only).",
 }
 
 
