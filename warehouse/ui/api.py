@@ -117,18 +117,21 @@ class UiData:
         board = views.leaderboard(self.store, data.metric, data.direction, evidence=True)
         experiments = len({r.get("experiment") for r in data.runs})
         charts = {}
-        chart_rows: list[Any] = []
         if board:
             for view in VIEWS:
                 height = 260 if view == "best_over_time" else max(120, 30 * experiments)
+                # each view's answer is shaped as Elasticsearch's aggregation answer, the one
+                # Kibana draws: O(experiments) or O(time buckets), not O(runs)
                 spec = spec_with_values(
-                    view, data.runs, data.metric, data.direction, data.baseline_error, height=height
+                    view,
+                    data.responses[view],
+                    data.metric,
+                    data.direction,
+                    data.baseline_error,
+                    height=height,
                 )
                 spec["width"] = "container"
-                shared = spec.pop("data")["values"]  # the same rows in each view: sent once
-                spec["data"] = {"name": "runs"}
-                charts[view] = spec
-                chart_rows = shared
+                charts[view] = jsonable(spec)
         return {
             "fingerprint": stamp,
             "title": f"{s.project} results" if s.project else "ML results",
@@ -139,7 +142,6 @@ class UiData:
             "experiment_count": experiments,
             "best_run_id": board[0]["best_run_id"] if board else None,
             "charts": charts,
-            "chart_rows": jsonable(chart_rows),
             "leaderboard": jsonable(board),
             "decomposition": jsonable(data.decomposition),
         }

@@ -124,8 +124,7 @@ async function renderOverview(d) {
         d.decomposition.map((r) => [r.experiment, runLink(r.run_id), fmt(r.train_error), fmt(r.val_error), fmt(r.test_error),
           fmt(r.avoidable_bias), fmt(r.variance), fmt(r.dev_overfit)]), [2, 3, 4, 5, 6, 7])),
   );
-  const withRows = (spec) => ({ ...spec, datasets: { runs: d.chart_rows } }); // rows sent once
-  await Promise.all(charts.map((s) => embed(s.firstChild, withRows(d.charts[s.firstChild.dataset.view]))));
+  await Promise.all(charts.map((s) => embed(s.firstChild, d.charts[s.firstChild.dataset.view])));
   document.body.dataset.ready = "overview";
 }
 
