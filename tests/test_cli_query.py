@@ -78,7 +78,8 @@ VIEWS = {
     "best": (["best"], 1),
     "best-per-experiment": (["best", "--per-experiment"], 3),
     "leaderboard": (["leaderboard"], 3),
-    "over-time": (["over-time"], 6),
+    "over-time": (["over-time"], 3),  # the runs that set a new best
+    "over-time-every-run": (["over-time", "--every-run"], 6),
     "over-time-weekly": (["over-time", "--interval", "week"], 2),
     "decomposition": (["decomposition"], 3),
     "samples": (["samples", "--best", "--split", "val", "--sort", "pixel_acc"], 5),
@@ -214,7 +215,7 @@ def test_runs_sort_is_repeatable(world: Path) -> None:
 
 
 def test_over_time_table_marks_new_bests(world: Path) -> None:
-    rows = json.loads(query("over-time", "--format", "json").stdout)
+    rows = json.loads(query("over-time", "--every-run", "--format", "json").stdout)
     assert [(r["run_id"][:2], r["is_new_best"]) for r in rows] == [
         ("a1", True),
         ("b1", False),
@@ -223,6 +224,8 @@ def test_over_time_table_marks_new_bests(world: Path) -> None:
         ("c2", False),
         ("b2", True),
     ]
+    records = json.loads(query("over-time", "--format", "json").stdout)
+    assert records == [r for r in rows if r["is_new_best"]]  # by default: the records only
 
 
 def test_decomposition_uses_the_baseline_error_flag(world: Path) -> None:

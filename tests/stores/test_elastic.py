@@ -261,6 +261,11 @@ def test_over_time_asks_for_records_not_for_every_run(es_url: str, es_prefix: st
         _RecordingNode.sent.clear()
         monthly = views.over_time(store, "val.acc", interval="month")
         monthly_sent = list(_RecordingNode.sent)
+        _RecordingNode.sent.clear()
+        only_records = views.over_time(store, "val.acc", every_run=False)  # the CLI's default
+        records_sent = [b for _, t, b in _RecordingNode.sent if "_search" in t]
+    assert only_records == [p for p in everything if p["is_new_best"]]
+    assert len(records_sent) == records + 1  # one one-run question per record, one finds none
     assert latest == everything[-5:]
     assert [p["run_id"] for p in everything if p["is_new_best"]] == [
         p["best_run_id"] for p in everything if p["is_new_best"]

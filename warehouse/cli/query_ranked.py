@@ -215,12 +215,20 @@ def over_time(
             "one point per group when its last seed ended: no lucky seed sets a record.",
         ),
     ] = False,
+    every_run: Annotated[
+        bool,
+        typer.Option(
+            "--every-run", help="One point per run, not only the runs that set a new best."
+        ),
+    ] = False,
     fmt: FormatOpt = Format.table,
     fail_empty: FailEmptyOpt = False,
     metric: MetricOpt = None,
     direction: DirectionOpt = None,
 ) -> None:
-    """The best score so far by run end time: the running best, and the run that set it.
+    """The best score so far by run end time: the runs that set a new best (each found by
+    one question, so the cost follows the records, not the runs); --every-run lists every
+    run with the best so far; --interval one point per day, week or month.
 
     Example: warehouse query over-time --metric val.acc --interval week
     """
@@ -239,7 +247,9 @@ def over_time(
 
             m = resolve_metric(name, way)
             return over_time_by_group(store, m, filter=filter, limit=limit_or(limit, None))
-        return views.over_time(store, name, way, filter, period, limit_or(limit, None))
+        return views.over_time(
+            store, name, way, filter, period, limit_or(limit, None), every_run=every_run
+        )
 
     if by_group:
         from warehouse.query.replicates import OVER_TIME_BY_GROUP_COLUMNS

@@ -161,15 +161,17 @@ def over_time(
     filter: str | None = None,
     interval: Any = None,
     limit: int | None = None,
+    every_run: bool = False,
     store: Store | None = None,
     settings: Settings | None = None,
 ) -> Result:
-    """The best score so far by run end time (``interval``: day, week or month)."""
+    """The best score so far by run end time: the runs that set a new best (``every_run``:
+    one point per run; ``interval``: day, week or month)."""
     from warehouse.query import views
 
     with _store(store, settings) as (opened, s):
         name, way = _metric(s, metric, direction)
-        rows = views.over_time(opened, name, way, filter, interval, limit)
+        rows = views.over_time(opened, name, way, filter, interval, limit, every_run=every_run)
     cols = views.OVER_TIME_COLUMNS if interval is None else views.OVER_TIME_PERIOD_COLUMNS
     return Result(rows, cols)
 

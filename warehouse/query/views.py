@@ -394,14 +394,17 @@ def over_time(
     filter: str | None = None,
     interval: Interval | None = None,
     limit: int | None = None,
+    every_run: bool = True,
 ) -> list[dict[str, Any]]:
     """The running best of ``metric`` by run end time (ended runs with a value only).
 
     Without ``interval``, one point per run: ended_at, run_id, experiment, score,
-    best_so_far, best_run_id, is_new_best. With ``day``/``week``/``month``, one point per
-    period from the first to the last (empty periods included): period (its first day),
-    run_count, run_id/experiment/score of the period's best run, best_so_far and
-    best_run_id at the period's end, is_new_best. ``limit`` keeps the latest points.
+    best_so_far, best_run_id, is_new_best; with ``every_run=False`` only the runs that set a
+    new best (what the CLI shows unless asked for every run), found record by record.
+    With ``day``/``week``/``month``, one point per period from the first to the last (empty
+    periods included): period (its first day), run_count, run_id/experiment/score of the
+    period's best run, best_so_far and best_run_id at the period's end, is_new_best.
+    ``limit`` keeps the latest points.
 
     Only the per-run answer without a ``limit`` reads every run (it lists them). Otherwise
     the records are chased (:func:`_records`: one one-run question per new best), the latest
@@ -415,6 +418,10 @@ def over_time(
     try:
         if interval is not None:
             return _over_time_by(store, m, scoped, interval, limit)
+        if not every_run:
+            records = [(t, str(d.get("run_id")), d, v) for t, d, v in _records(store, m, scoped)]
+            points = _running_best(records, m)
+            return points[-limit:] if limit else points
         if limit:
             return _over_time_latest(store, m, scoped, limit)
         docs = _scored_runs(store, m, scoped, "asc", None)
