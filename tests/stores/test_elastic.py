@@ -460,3 +460,31 @@ def test_index_template_files_are_valid_json_with_meta() -> None:
     for path in (REPO / "index_templates").glob("*.json"):
         body = json.loads(path.read_text())
         assert body["_meta"]["managed_by"] == "results-warehouse", path
+
+
+def test_sample_columns_past_the_field_limit_are_named_not_silently_unindexed(
+    es_url: str, es_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The samples template leaves fields past its limit unindexed (so a document is never
+    refused): the write says which columns that hit, and they still read back."""
+    import logging
+
+    import pyarrow as pa
+
+    from warehouse.stores.elastic_templates import FIELD_LIMITS
+
+    wide = FIELD_LIMITS["samples"] + 20
+    columns: dict[str, list[Any]] = {"sample_id": ["a", "b"]}
+    columns.update({f"m{i:04d}": [float(i), 1.0] for i in range(wide)})
+    with ElasticStore(es_url, prefix=es_prefix) as store:
+        store.install()
+        narrow = pa.record_batch({"sample_id": ["a"], "label": ["cat"]})
+        with caplog.at_level(logging.WARNING, logger="warehouse.stores.elastic"):
+            store.write_samples("few", "e", "val", [narrow])
+        assert "unindexed" not in caplog.text
+        with caplog.at_level(logging.WARNING, logger="warehouse.stores.elastic"):
+            store.write_samples("many", "e", "val", [pa.record_batch(columns)])
+        assert "went unindexed past the samples index's field limit" in caplog.text
+        assert "m" + f"{wide - 1:04d}" in caplog.text or "more" in caplog.text
+        (back,) = list(store.sample_batches("many", "val", [f"m{wide - 1:04d}"]))
+        assert back.column(f"m{wide - 1:04d}").to_pylist() == [float(wide - 1), 1.0]

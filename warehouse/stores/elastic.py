@@ -231,6 +231,7 @@ class ElasticStore:
         recorded_at = dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
         result = bulk.BulkResult()
         rows = 0
+        seen: dict[str, None] = {}
         with self._map_errors("write samples", writing=True):
             self._ensure_ready("samples")
             client = self.client.options(request_timeout=WRITE_TIMEOUT_S)
@@ -258,9 +259,35 @@ class ElasticStore:
                     ) from None
                 result.add(bulk.send(client, items))
                 rows += len(batch)
+                seen.update(dict.fromkeys(batch.schema.names))
             client.indices.refresh(index=index)
         self._raise_rejected(result, "sample", rows)
+        if seen:
+            self._warn_unindexed(run_id, split, list(seen))
         return rows
+
+    def _warn_unindexed(self, run_id: str, split: str, names: Sequence[str]) -> None:
+        """Say which sample columns the index left unmapped past its field limit: they are
+        kept in ``_source`` (and read back) but cannot be filtered, sliced or sorted on."""
+        mapped = self.columns("samples", fresh=True)
+        missing = [n for n in names if n not in mapped and not any(
+            key.startswith(f"{n}.") for key in mapped
+        )]  # fmt: skip
+        if missing:
+            shown = ", ".join(missing[:8]) + (
+                f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+            )
+            log.warning(
+                "samples of run %s split %r: %d column(s) went unindexed past the samples "
+                "index's field limit (%s): kept and read back, but Elasticsearch cannot filter, "
+                "slice or sort on them; raise index.mapping.total_fields.limit of %s or log "
+                "fewer columns",
+                run_id,
+                split,
+                len(missing),
+                shown,
+                self.names["samples"],
+            )
 
     def write_steps(self, run_id: str, experiment: str, steps: Sequence[dict[str, Any]]) -> None:
         """Store step documents ``run_id:seq``; the first write of a ``seq`` wins.
