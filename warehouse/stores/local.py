@@ -44,6 +44,7 @@ from warehouse.errors import (
 from warehouse.files import atomic_write, write_all
 from warehouse.home import Home
 from warehouse.models import run_version
+from warehouse.sample_rows import SampleIds
 from warehouse.stores.base import (
     CountQuery,
     ExperimentBest,
@@ -147,9 +148,13 @@ class LocalStore:
             self.home.ensure()
             target.parent.mkdir(parents=True, exist_ok=True)
             writer = SampleWriter(target.parent)
+            ids = SampleIds(run_id, split)
             try:
                 for batch in batches:
-                    writer.write(prepare_batch(batch, consts, recorded_at, split))
+                    prepared = prepare_batch(batch, consts, recorded_at, split)
+                    ids.check(prepared)
+                    writer.write(prepared)
+                ids.finish()
                 if writer.writer is None:  # no rows: the split is replaced by an empty file
                     empty = pa.record_batch({"sample_id": pa.array([], pa.string())})
                     writer.write(prepare_batch(empty, consts, recorded_at, split))
