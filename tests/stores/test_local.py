@@ -252,18 +252,22 @@ def test_hand_edited_run_files_are_seen_after_a_rebuild(store: LocalStore, home:
     assert {r["run_id"] for r in store.search_runs(RunQuery())} == {"r1", "r2"}
 
 
-def test_corrupt_sample_file_is_skipped_and_other_splits_still_read(
-    store: LocalStore, home: Path, caplog: pytest.LogCaptureFixture
+def test_a_corrupt_sample_file_is_reported_by_path_and_other_splits_still_read(
+    store: LocalStore, home: Path
 ) -> None:
+    """Skipping it answered a different result with exit 0 (issue 14, item 10)."""
     store.write_runs([doc("r1")])
     batch = pa.record_batch({"sample_id": ["a", "b"], "loss": [0.1, 0.2]})
     store.write_samples("r1", "exp", "val", [batch])
     store.write_samples("r1", "exp", "test", [batch])
-    (home / "samples" / "r1" / "test.parquet").write_bytes(b"not parquet at all")
-    with caplog.at_level(logging.WARNING):
-        rows = list(store.search_samples(SampleQuery(run_id="r1", sort="loss")))
+    broken = home / "samples" / "r1" / "test.parquet"
+    broken.write_bytes(b"not parquet at all")
+    for sort in ("loss", None):
+        with pytest.raises(StoreUnavailable, match="damaged") as caught:
+            list(store.search_samples(SampleQuery(run_id="r1", sort=sort)))
+        assert str(broken) in str(caught.value)
+    rows = list(store.search_samples(SampleQuery(run_id="r1", split="val", sort="loss")))
     assert [(r["split"], r["sample_id"]) for r in rows] == [("val", "a"), ("val", "b")]
-    assert any("test.parquet" in r.getMessage() for r in caplog.records)
 
 
 def test_corrupt_step_line_is_skipped_with_a_warning(

@@ -31,7 +31,6 @@ from typing import Any, Self, TypeVar
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from warehouse import lucene
 from warehouse.docpath import project
@@ -61,6 +60,8 @@ from warehouse.stores.local_samples import (
     SampleCache,
     SampleWriter,
     emit_rows,
+    iter_parquet,
+    open_parquet,
     order_samples,
     prepare_batch,
     stream_rows,
@@ -373,9 +374,9 @@ class LocalStore:
                     f"run {run_id} has no {split!r} samples in the local store at {self.home.root}",
                     run_id=run_id,
                 )
-            source = pq.ParquetFile(path)
+            source = open_parquet(path)
             wanted = None if columns is None else [c for c in columns if c in source.schema.names]
-            batches = source.iter_batches(batch_size=_SAMPLE_BATCH_ROWS, columns=wanted)
+            batches = iter_parquet(path, _SAMPLE_BATCH_ROWS, wanted, source)
         return self._guard(f"read samples from {path}", batches)
 
     def group_samples(self, query: GroupQuery) -> list[Group]:

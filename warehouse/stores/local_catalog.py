@@ -42,7 +42,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from warehouse.errors import WarehouseError
 from warehouse.files import fsync_path, write_all
+from warehouse.stores.local_samples import read_parquet
 from warehouse.values import parse_time
 
 log = logging.getLogger(__name__)
@@ -195,7 +197,7 @@ class RunCatalog:
         table = table.replace_schema_metadata({b"warehouse_catalog": CATALOG_VERSION})
         tmp = self.dir / f".runs.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
         try:
-            pq.write_table(table, tmp, compression="snappy")
+            pq.write_table(table, tmp, compression="snappy", write_page_checksum=True)
             fsync_path(tmp)
             os.replace(tmp, self.path)
         except OSError as exc:
@@ -215,10 +217,10 @@ class RunCatalog:
 
     def _read_catalog(self) -> pa.Table | None:
         try:
-            table = pq.ParquetFile(self.path).read()
+            table = read_parquet(self.path)
         except FileNotFoundError:
             return None
-        except (pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, WarehouseError) as exc:
             log.warning("run catalog %s is unreadable (%s); rebuilding it", self.path, exc)
             return None
         meta = table.schema.metadata or {}
