@@ -229,6 +229,11 @@ def test_deleted_catalog_is_rebuilt_from_the_run_files(home: Path) -> None:
     (home / "catalog").rmdir()
     with LocalStore(home) as store:
         assert len(store.search_runs(RunQuery(limit=None))) == 5
+        assert not (home / "catalog").exists()  # reads never create the folder (issue 14)
+        store.write_runs([doc("r5")])  # the next write does
+        assert len(store.search_runs(RunQuery(limit=None))) == 6
+    with LocalStore(home) as store:
+        assert len(store.search_runs(RunQuery(limit=None))) == 6
     assert (home / "catalog" / "runs.parquet").is_file()
 
 
