@@ -106,6 +106,10 @@ class Shipper:
         """Whether entries of ``kind`` have a remote to go to."""
         return target_of(kind) in self.remotes
 
+    def remote(self, target: str) -> Store | ObjectStore:
+        """The remote store (``store``) or object store (``objects``), opened on first use."""
+        return self._open(target)
+
     def publish(self, entries: Sequence[Entry]) -> None:
         """Ship entries just added (their local write done): older waiting ones first, then
         these, within bounded time; what cannot ship stays in the outbox with one warning."""

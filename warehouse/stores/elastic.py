@@ -526,6 +526,15 @@ class ElasticStore:
                     return None  # nothing recorded yet: no answer rather than a field error
                 raise
 
+    def count_records(self, kind: Kind, **term: str) -> int:
+        """How many ``kind`` documents match the terms (``run_id=..., split=...``); 0 when
+        their index does not exist yet. For ``warehouse sync --verify``."""
+        if kind != "samples" and not self._exists(kind):
+            return 0
+        with self._map_errors(f"count {kind}"):
+            self.client.indices.refresh(index=self.names[kind])
+        return self._count(kind, **term)
+
     def _count(self, kind: Kind, **term: str) -> int:
         query: dict[str, Any] = {"bool": {"filter": [{"term": {k: v}} for k, v in term.items()]}}
         with self._map_errors(f"count {kind}"):
