@@ -100,6 +100,43 @@ def test_sync_ships_the_outbox_then_has_nothing_to_do(
     assert "empty" in err
 
 
+def test_a_second_sync_says_who_holds_the_lock_and_waits_or_not(
+    es_env: dict[str, str],
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 14 item 14: a second sync waited minutes on the lock without a word."""
+    import socket
+
+    assert run_main(["init", "-q"], monkeypatch, capsys)[0] == 0
+    outbox = Outbox(home / "outbox")
+    for _ in range(2):
+        outbox.add("run", {"doc": Run(experiment="x").to_doc()})
+    with outbox.locked(wait=True) as mine:  # another sync is draining (this process)
+        assert mine
+        code, _, err = run_main(["sync", "--no-wait"], monkeypatch, capsys)
+        assert code == 5
+        assert f"pid {os.getpid()} on {socket.gethostname()} since" in err
+        assert outbox.count() == 2  # nothing shipped, nothing lost
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        waiting = subprocess.Popen(
+            [sys.executable, "-m", "warehouse", "sync"],
+            env=env,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
+        assert waiting.stderr is not None
+        first = waiting.stderr.readline()  # said before it waits, while the lock is held
+        assert "waiting for the 'warehouse sync' of pid" in first, first
+        assert waiting.poll() is None  # still waiting
+    rest = waiting.communicate(timeout=60)[1]
+    assert waiting.returncode == 0, rest
+    assert "shipped 2" in rest
+    assert outbox.count() == 0
+
+
 def test_sync_with_a_rejected_record_exits_5_naming_it(
     es_env: dict[str, str],
     home: Path,
