@@ -54,9 +54,13 @@ def read_parquet(path: Path, columns: list[str] | None = None) -> pa.Table:
     """The whole file (or ``columns``) read through :func:`open_parquet`."""
     source = open_parquet(path)
     try:
-        return source.read(columns=columns)
+        table = source.read(columns=columns)
+        table.validate(full=True)  # e.g. a dictionary index a flipped page header let through
     except Exception as exc:
         raise damaged(path, exc) from exc
+    if table.num_rows != source.metadata.num_rows:
+        raise damaged(path, ValueError(f"{table.num_rows} rows read of {source.metadata.num_rows}"))
+    return table
 
 
 def iter_parquet(
@@ -73,6 +77,7 @@ def iter_parquet(
     while True:
         try:
             batch = next(batches)
+            batch.validate(full=True)
         except StopIteration:
             break
         except Exception as exc:
