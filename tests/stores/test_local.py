@@ -43,10 +43,13 @@ def _writer(home: str, worker: int, compact_after: int) -> None:
                 store.write_runs(shared)
             steps = [{"seq": worker * 1000 + i, "step": i, "metrics": {"loss": 1.0}}]
             store.write_steps("shared-0", "shared", steps)
-        batch = pa.record_batch(
-            {"sample_id": [f"{worker}-{j}" for j in range(100)], "v": np.arange(100.0)}
-        )
-        store.write_samples("shared-0", "shared", "val", [batch] * 3)
+        batches = [
+            pa.record_batch(
+                {"sample_id": [f"{worker}-{b}-{j}" for j in range(100)], "v": np.arange(100.0)}
+            )
+            for b in range(3)  # ids unique in the split: a repeated id is refused
+        ]
+        store.write_samples("shared-0", "shared", "val", batches)
 
 
 def _rewriter(home: str, rounds: int) -> None:
