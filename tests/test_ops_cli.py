@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +98,43 @@ def test_sync_ships_the_outbox_then_has_nothing_to_do(
     code, _, err = run_main(["sync"], monkeypatch, capsys)
     assert code == 0
     assert "empty" in err
+
+
+def test_a_second_sync_says_who_holds_the_lock_and_waits_or_not(
+    es_env: dict[str, str],
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 14 item 14: a second sync waited minutes on the lock without a word."""
+    import socket
+
+    assert run_main(["init", "-q"], monkeypatch, capsys)[0] == 0
+    outbox = Outbox(home / "outbox")
+    for _ in range(2):
+        outbox.add("run", {"doc": Run(experiment="x").to_doc()})
+    with outbox.locked(wait=True) as mine:  # another sync is draining (this process)
+        assert mine
+        code, _, err = run_main(["sync", "--no-wait"], monkeypatch, capsys)
+        assert code == 5
+        assert f"pid {os.getpid()} on {socket.gethostname()} since" in err
+        assert outbox.count() == 2  # nothing shipped, nothing lost
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        waiting = subprocess.Popen(
+            [sys.executable, "-m", "warehouse", "sync"],
+            env=env,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
+        assert waiting.stderr is not None
+        first = waiting.stderr.readline()  # said before it waits, while the lock is held
+        assert "waiting for the 'warehouse sync' of pid" in first, first
+        assert waiting.poll() is None  # still waiting
+    rest = waiting.communicate(timeout=60)[1]
+    assert waiting.returncode == 0, rest
+    assert "shipped 2" in rest
+    assert outbox.count() == 0
 
 
 def test_sync_with_a_rejected_record_exits_5_naming_it(
@@ -292,19 +331,41 @@ def test_sync_stores_steps_kept_while_the_local_steps_store_was_down(
     assert Outbox(home / "outbox").count() == 0
 
 
-def test_compact_rebuild_finds_runs_the_journal_lost(
-    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_a_lost_journal_hides_no_run_and_compact_never_drops_one(
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Issue 14 item 9: deleting catalog/journal hid 10 of 30 runs from every query and from
+    status, and a plain 'warehouse compact' made the loss permanent."""
     from warehouse.stores.base import RunQuery
     from warehouse.stores.local import LocalStore
 
     with LocalStore(home) as store:
-        store.write_runs([Run(run_id="r0", experiment="e").to_doc()])
-        store.search_runs(RunQuery())  # catalog written; the next run is only journaled
-        store.write_runs([Run(run_id="r1", experiment="e").to_doc()])
-    (home / "catalog" / "journal").write_text("")  # the journal is lost
+        store.write_runs([Run(run_id=f"r{i:02d}", experiment="e").to_doc() for i in range(20)])
+        store.search_runs(RunQuery())  # catalog written; the next runs are only journaled
+        for i in range(20, 30):
+            store.write_runs([Run(run_id=f"r{i:02d}", experiment="e").to_doc()])
+    expected = sorted(f"r{i:02d}" for i in range(30))
+    hour_ago = time.time() - 3600
+    for path in (home / "runs").iterdir():  # recorded a while ago (not being journaled now)
+        os.utime(path, (hour_ago, hour_ago))
+    (home / "catalog" / "journal").unlink()  # the journal is lost
     with LocalStore(home) as store:
-        assert [r["run_id"] for r in store.search_runs(RunQuery())] == ["r0"]
+        assert sorted(r["run_id"] for r in store.search_runs(RunQuery(limit=None))) == expected
+    assert "10 run file(s) it lacked were added" in caplog.text
+    code, out, _ = run_main(["status", "-f", "json"], monkeypatch, capsys)
+    assert code == 0
+    assert json.loads(out)[0]["runs"] == 30
+    (home / "catalog" / "journal").unlink(missing_ok=True)
+    code, _, err = run_main(["compact"], monkeypatch, capsys)
+    assert code == 0
+    assert "compacted the run catalog: 30 run(s)" in err
+    (home / "runs" / "r05.json").unlink()  # a run file removed by hand leaves the answers too
+    with LocalStore(home) as store:
+        found = sorted(r["run_id"] for r in store.search_runs(RunQuery(limit=None)))
+    assert found == [r for r in expected if r != "r05"]
     code, _, err = run_main(["compact", "--rebuild"], monkeypatch, capsys)
     assert code == 0
-    assert "rebuilt the run catalog: 2 run(s)" in err
+    assert "rebuilt the run catalog: 29 run(s)" in err

@@ -4,15 +4,18 @@ A run document is what every store keeps, one per ``run_id``; its JSON form (``R
 is the same in the local store and in Elasticsearch. Field names are the user's nouns:
 ``metrics.<split>.<metric>``, ``params.<dotted.config.key>``, ``primary_metric``.
 
-Metric and split names may contain letters, digits, ``_`` and ``-``. Anything else (dots,
-slashes, spaces ...) becomes ``_`` — ``"top-1 acc"`` is stored as ``top-1_acc`` — so a name can
-never break the dotted field paths; :func:`normalise_name` is the one place that decides.
+Metric and split names may contain letters and digits of any script (``précision``, ``精度``),
+``_`` and ``-``. Anything else (dots, slashes, spaces ...) becomes ``_`` — ``"top-1 acc"`` is
+stored as ``top-1_acc`` — so a name can never break the dotted field paths;
+:func:`normalise_name` is the one place that decides. Two names that become the same stored
+name (``top-1 acc`` and ``top-1.acc``) are refused where they are logged, never merged.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -28,14 +31,36 @@ SCHEMA_VERSION = 1
 SPLITS = ("train", "val", "test")
 """The splits the bias/variance decomposition reads; others are stored as given."""
 
-_BAD_CHARS = re.compile(r"[^A-Za-z0-9_\-]+")
+_KEPT_CATEGORIES = ("L", "N", "M")  # Unicode letters, digits/numbers, combining marks
 _LOWER_IS_BETTER = re.compile(r"(loss|err|error|mse|mae|rmse|perplexity|ppl|wer|cer|nll|fid)", re.I)
 
 
 def normalise_name(name: str) -> str:
-    """A metric/split name safe inside a dotted field path (``"val acc"`` → ``"val_acc"``)."""
-    cleaned = _BAD_CHARS.sub("_", str(name).strip()).strip("_")
+    """A metric/split name safe inside a dotted field path (``"val acc"`` → ``"val_acc"``).
+
+    Letters, digits and marks of every script are kept (NFC-normalised, so ``é`` typed either
+    way is one name), as are ``_`` and ``-``; each run of other characters becomes one ``_``.
+    """
+    text = unicodedata.normalize("NFC", str(name).strip())
+    if text.isascii():
+        cleaned = _ASCII_BAD.sub("_", text)
+    else:
+        out: list[str] = []
+        for char in text:
+            if char in "_-" or _kept(char):
+                out.append(char)
+            elif not out or out[-1] != "\0":
+                out.append("\0")  # a run of other characters: one "_"
+        cleaned = "".join(out).replace("\0", "_")
+    cleaned = cleaned.strip("_")
     return cleaned or "_"
+
+
+_ASCII_BAD = re.compile(r"[^A-Za-z0-9_\-]+")
+
+
+def _kept(char: str) -> bool:
+    return unicodedata.category(char)[0] in _KEPT_CATEGORIES
 
 
 def new_run_id() -> str:

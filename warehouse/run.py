@@ -109,6 +109,7 @@ class ActiveRun:
         self._columns: dict[str, dict[str, Summary]] = {}
         self._metric_columns: dict[str, dict[str, str]] = {}
         self._ci_cache: dict[tuple[str, str, str], dict[str, Any] | None] = {}
+        self._names = _Names()  # the names as logged behind each stored one (collisions)
         self._secrets = secrets  # the config's, scrubbed from errors
         self._resumed = resumed  # started with the run id of an earlier attempt
 
@@ -129,15 +130,18 @@ class ActiveRun:
     def log_metrics(self, split: str, metrics: Mapping[str, Any]) -> None:
         """Record final metrics of one split (``"val"``, {"acc": 0.93}); later calls merge.
 
-        Names are normalised (see ``warehouse.models``). NaN/±inf are not stored as numbers:
+        Names are normalised (see ``warehouse.models``); two names that become the same stored
+        name (``top-1 acc`` and ``top-1.acc``, in one call or across calls) raise
+        ``InvalidRecord`` and nothing of the call is stored. NaN/±inf are not stored as numbers:
         they are listed under ``invalid_metrics`` and a warning names them. A non-numeric
         value raises ``InvalidRecord`` naming the metric.
         """
-        split_name = normalise_name(split)
+        split_name = self._names.split(split)
+        names = self._names.metrics(split_name, metrics)
         clean: dict[str, float] = {}
         invalid: list[str] = []
         for raw_name, value in metrics.items():
-            name = normalise_name(raw_name)
+            name = names[raw_name]
             number = as_number(split_name, raw_name, value)
             if math.isfinite(number):
                 clean[name] = number
@@ -187,19 +191,34 @@ class ActiveRun:
         replaced by its ``output_uri``. Calling it again for the same split replaces that
         split's samples.
 
+        Every row needs a ``sample_id``, unique within the split: rows without one, or an id
+        given twice, raise ``InvalidRecord`` and nothing of the split is stored (the split
+        logged before, if any, stays).
+
         Each of the split's metrics gets a 95 % interval from the sample column it is the mean
         of (:func:`warehouse.models.sample_column_for`: ``metric_columns`` first, e.g.
         ``{"acc": "correct"}``), stored on the run as ``metrics_ci.<split>.<metric>``.
         """
-        split_name = normalise_name(split)
+        split_name = self._names.split(split)
+        kept_columns = self._columns.get(split_name)
+        kept_choices = self._metric_columns.get(split_name)
         self._columns[split_name] = {}
         self._metric_columns[split_name] = dict(metric_columns or {})
         self._ci_cache = {k: v for k, v in self._ci_cache.items() if k[0] != split_name}
         with Lifecycle.current().writing():
             batches = self._sample_batches(split_name, rows)
-            count = self._recorder.store.write_samples(
-                self.run_id, self.experiment, split_name, batches
-            )
+            try:
+                count = self._recorder.store.write_samples(
+                    self.run_id, self.experiment, split_name, batches
+                )
+            except BaseException:  # refused or failed: the split stored before still counts
+                self._columns.pop(split_name, None)
+                self._metric_columns.pop(split_name, None)
+                if kept_columns is not None:
+                    self._columns[split_name] = kept_columns
+                if kept_choices is not None:
+                    self._metric_columns[split_name] = kept_choices
+                raise
         with self._lock:
             self.record.sample_counts[split_name] = count
         self._stale_splits.discard(split_name)
@@ -213,7 +232,7 @@ class ActiveRun:
         content_type: str | None = None,
     ) -> str:
         """Store one sample's model output and link it as that sample's ``output_uri``."""
-        split_name = normalise_name(split)
+        split_name = self._names.split(split)
         sid = str(sample_id)
         suffix = ""
         if not isinstance(data_or_path, bytes | bytearray):
@@ -445,12 +464,14 @@ class ActiveRun:
         import pyarrow as pa
 
         from warehouse.sample_rows import (
+            SampleIds,
             iter_batches,
             nan_to_null,
             normalise_sample_column,
             with_output_uris,
         )
 
+        ids = SampleIds(self.run_id, split)
         for batch in iter_batches(rows):
             names = [normalise_sample_column(n) for n in batch.schema.names]
             if len(set(names)) != len(names):
@@ -466,6 +487,7 @@ class ActiveRun:
             batch = batch.set_column(
                 names.index("sample_id"), "sample_id", batch.column("sample_id").cast(pa.string())
             )
+            ids.check(batch)  # before any output of the batch is stored
             batch = nan_to_null(batch)
             self._summarise(split, batch)
             if "output" in names:
@@ -474,6 +496,7 @@ class ActiveRun:
             if outputs:
                 batch = with_output_uris(batch, outputs)
             yield batch
+        ids.finish()  # raised into the store's write: the split is not stored
 
     def _summarise(self, split: str, batch: pa.RecordBatch) -> None:
         """Fold the batch's numeric and boolean columns into the split's summaries."""
@@ -521,6 +544,54 @@ class ActiveRun:
             fixed = ("run_id", "experiment", "split", "recorded_at")
             self.log_samples(split, [{k: v for k, v in r.items() if k not in fixed} for r in rows])
         self._stale_splits.clear()
+
+
+class _Names:
+    """The names as logged behind each stored (normalised) split and metric name, so two names
+    that would become one are refused instead of one value silently replacing the other."""
+
+    def __init__(self) -> None:
+        self._splits: dict[str, str] = {}
+        self._metrics: dict[tuple[str, str], str] = {}
+        self._mutex = threading.Lock()
+
+    def split(self, raw: str) -> str:
+        name = normalise_name(raw)
+        with self._mutex:
+            seen = self._splits.setdefault(name, str(raw))
+        if seen != str(raw):
+            raise InvalidRecord(_collision("split names", seen, str(raw), name))
+        return name
+
+    def metrics(self, split: str, metrics: Mapping[str, Any]) -> dict[str, str]:
+        """``{raw name: stored name}`` for the metrics of one call (all checked first)."""
+        names: dict[str, str] = {}
+        first: dict[str, str] = {}
+        for raw in metrics:
+            name = names[raw] = normalise_name(raw)
+            other = first.setdefault(name, str(raw))
+            if other != str(raw):
+                raise InvalidRecord(
+                    _collision(f"metric names of split {split!r}", other, raw, name)
+                )
+        with self._mutex:
+            for name, raw in first.items():
+                seen = self._metrics.get((split, name), raw)
+                if seen != raw:
+                    raise InvalidRecord(
+                        _collision(f"metric names of split {split!r}", seen, raw, name)
+                    )
+            for name, raw in first.items():
+                self._metrics[(split, name)] = raw
+        return names
+
+
+def _collision(what: str, first: str, second: str, name: str) -> str:
+    return (
+        f"{what} {first!r} and {second!r} would both be stored as {name!r} (only letters, "
+        "digits, '_' and '-' are kept in names); rename one of them. Nothing of this call "
+        "was stored"
+    )
 
 
 class _Terminated(Exception):

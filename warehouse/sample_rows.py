@@ -66,6 +66,65 @@ def batch_from_rows(rows: list[Mapping[str, Any]]) -> pa.RecordBatch:
         raise InvalidRecord(f"sample rows have inconsistent column types: {exc}") from None
 
 
+class SampleIds:
+    """The sample-id rule every store applies to one split's rows: each row has a
+    ``sample_id`` (no nulls) and no id appears twice in the split. A refused split is not
+    stored (InvalidRecord naming the first offending ids), so the local store and
+    Elasticsearch (where ``run_id:split:sample_id`` is the document id) never disagree.
+
+    :meth:`check` each batch as it comes (nulls and repeats inside it), then :meth:`finish`
+    before the split counts as written (repeats across batches: one pass over all ids, kept
+    as Arrow text, a few bytes per id, never as Python objects)."""
+
+    def __init__(self, run_id: str, split: str) -> None:
+        self.run_id, self.split = run_id, split
+        self._seen: list[pa.Array] = []
+        self.rows = 0
+
+    def check(self, batch: pa.RecordBatch) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if "sample_id" not in batch.schema.names:
+            return  # the store's own check names the missing column
+        ids = batch.column("sample_id")
+        if ids.null_count:
+            first = pc.index(pc.is_null(ids), True).as_py()
+            raise InvalidRecord(
+                f"samples of run {self.run_id} split {self.split!r}: {ids.null_count} row(s) "
+                f"have no sample_id (the first is row {self.rows + first}); give every row "
+                "an id that identifies its sample. Nothing of this split was stored"
+            )
+        ids = ids.cast(pa.string())
+        self._repeats(ids)
+        self._seen.append(ids)
+        self.rows += len(ids)
+
+    def finish(self) -> None:
+        """Refuse ids repeated across batches (each batch was checked on its own)."""
+        import pyarrow as pa
+
+        if len(self._seen) > 1:
+            self._repeats(pa.chunked_array(self._seen, pa.string()))
+        self._seen = []
+
+    def _repeats(self, ids: pa.Array | pa.ChunkedArray) -> None:
+        import pyarrow.compute as pc
+
+        counts = pc.value_counts(ids)
+        repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+        if len(repeated):
+            self._duplicates(repeated.to_pylist())
+
+    def _duplicates(self, ids: list[str]) -> None:
+        shown = ", ".join(repr(i) for i in ids[:5]) + (" ..." if len(ids) > 5 else "")
+        raise InvalidRecord(
+            f"samples of run {self.run_id} split {self.split!r}: sample_id {shown} appear(s) "
+            "more than once; each sample of a split needs its own id (log one row per sample, "
+            "or add the distinguishing part to the id). Nothing of this split was stored"
+        )
+
+
 def nan_to_null(batch: pa.RecordBatch) -> pa.RecordBatch:
     """NaN/±inf sample values become missing, so every store answers the same (JSON has no NaN)."""
     import pyarrow as pa
@@ -100,6 +159,7 @@ def with_output_uris(batch: pa.RecordBatch, outputs: Mapping[str, str]) -> pa.Re
 
 __all__ = [
     "BATCH_ROWS",
+    "SampleIds",
     "batch_from_rows",
     "iter_batches",
     "nan_to_null",

@@ -43,10 +43,13 @@ def _writer(home: str, worker: int, compact_after: int) -> None:
                 store.write_runs(shared)
             steps = [{"seq": worker * 1000 + i, "step": i, "metrics": {"loss": 1.0}}]
             store.write_steps("shared-0", "shared", steps)
-        batch = pa.record_batch(
-            {"sample_id": [f"{worker}-{j}" for j in range(100)], "v": np.arange(100.0)}
-        )
-        store.write_samples("shared-0", "shared", "val", [batch] * 3)
+        batches = [
+            pa.record_batch(
+                {"sample_id": [f"{worker}-{b}-{j}" for j in range(100)], "v": np.arange(100.0)}
+            )
+            for b in range(3)  # ids unique in the split: a repeated id is refused
+        ]
+        store.write_samples("shared-0", "shared", "val", batches)
 
 
 def _rewriter(home: str, rounds: int) -> None:
@@ -229,6 +232,11 @@ def test_deleted_catalog_is_rebuilt_from_the_run_files(home: Path) -> None:
     (home / "catalog").rmdir()
     with LocalStore(home) as store:
         assert len(store.search_runs(RunQuery(limit=None))) == 5
+        assert not (home / "catalog").exists()  # reads never create the folder (issue 14)
+        store.write_runs([doc("r5")])  # the next write does
+        assert len(store.search_runs(RunQuery(limit=None))) == 6
+    with LocalStore(home) as store:
+        assert len(store.search_runs(RunQuery(limit=None))) == 6
     assert (home / "catalog" / "runs.parquet").is_file()
 
 
@@ -252,18 +260,22 @@ def test_hand_edited_run_files_are_seen_after_a_rebuild(store: LocalStore, home:
     assert {r["run_id"] for r in store.search_runs(RunQuery())} == {"r1", "r2"}
 
 
-def test_corrupt_sample_file_is_skipped_and_other_splits_still_read(
-    store: LocalStore, home: Path, caplog: pytest.LogCaptureFixture
+def test_a_corrupt_sample_file_is_reported_by_path_and_other_splits_still_read(
+    store: LocalStore, home: Path
 ) -> None:
+    """Skipping it answered a different result with exit 0 (issue 14, item 10)."""
     store.write_runs([doc("r1")])
     batch = pa.record_batch({"sample_id": ["a", "b"], "loss": [0.1, 0.2]})
     store.write_samples("r1", "exp", "val", [batch])
     store.write_samples("r1", "exp", "test", [batch])
-    (home / "samples" / "r1" / "test.parquet").write_bytes(b"not parquet at all")
-    with caplog.at_level(logging.WARNING):
-        rows = list(store.search_samples(SampleQuery(run_id="r1", sort="loss")))
+    broken = home / "samples" / "r1" / "test.parquet"
+    broken.write_bytes(b"not parquet at all")
+    for sort in ("loss", None):
+        with pytest.raises(StoreUnavailable, match="damaged") as caught:
+            list(store.search_samples(SampleQuery(run_id="r1", sort=sort)))
+        assert str(broken) in str(caught.value)
+    rows = list(store.search_samples(SampleQuery(run_id="r1", split="val", sort="loss")))
     assert [(r["split"], r["sample_id"]) for r in rows] == [("val", "a"), ("val", "b")]
-    assert any("test.parquet" in r.getMessage() for r in caplog.records)
 
 
 def test_corrupt_step_line_is_skipped_with_a_warning(

@@ -193,6 +193,12 @@ def status(fmt: FormatOpt = Format.table) -> None:
             facts["reachable"] = False
             facts["problem"] = str(exc)
             unreachable = True
+    if settings.store_engine == "elasticsearch" or settings.s3_url:
+        from warehouse.replication.verify import last
+
+        facts["last verification"] = last(Home.from_settings(settings).root) or (
+            "never: run 'warehouse sync --verify'"
+        )
     facts["s3"] = settings.s3_url  # None: not configured (a dash in the table, null in JSON)
     if settings.s3_endpoint:
         facts["s3 endpoint"] = settings.s3_endpoint
@@ -219,19 +225,66 @@ def sync(
             help="When another sync is running: wait for it (default), or stop at once (exit 5).",
         ),
     ] = True,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Then compare every local run with Elasticsearch / S3 (run version, sample "
+            "counts per split, step counts, objects) and re-ship what differs.",
+        ),
+    ] = False,
 ) -> None:
     """Ship what waits in the outbox to Elasticsearch / S3 (safe to run twice).
 
     Records the local store could not take at first are written locally too. Exits with 5
-    when some records could not be shipped (they stay, with the reason).
-    Example: warehouse sync
+    when some records could not be shipped (they stay, with the reason), or when --verify
+    finds differences that re-shipping did not remove.
+    Example: warehouse sync --verify
     """
-    from warehouse.errors import SyncIncomplete
-    from warehouse.output import info, stderr_console
     from warehouse.replication import open_shipper
 
     settings = _settings()
     shipper = open_shipper(settings)
+    try:
+        _ship_outbox(shipper, quiet=quiet, wait=wait)
+        if verify:
+            _verify(shipper, quiet=quiet)
+    finally:
+        shipper.close()
+
+
+def _verify(shipper: Any, *, quiet: bool) -> None:
+    from warehouse.errors import ConfigurationError, SyncIncomplete
+    from warehouse.output import info
+    from warehouse.replication import verify as check
+
+    if not shipper.remotes:
+        raise ConfigurationError(
+            "nothing to verify against: set WAREHOUSE_ES_URL and/or WAREHOUSE_S3_URL first"
+        )
+    result = check.verify(shipper)
+    check.save(shipper.local.home.root, result)
+    if not quiet:
+        for diff in result.found:
+            info(f"differed: {diff}")
+    if not result.ok:
+        problems = [str(d) for d in result.remaining] + result.unfixable
+        raise SyncIncomplete(
+            f"verify: {result.summary()}: "
+            + "; ".join(problems[:10])
+            + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
+            + ". Run 'warehouse sync' to see what waits in the outbox, fix the cause and run "
+            "'warehouse sync --verify' again",
+            items=problems,
+        )
+    if not quiet:
+        info(f"verify: {result.summary()}")
+
+
+def _ship_outbox(shipper: Any, *, quiet: bool, wait: bool) -> None:
+    from warehouse.errors import SyncIncomplete
+    from warehouse.output import info, stderr_console
+
     outbox = shipper.outbox
     total = outbox.count()
     if total == 0 and not outbox.corrupt():
@@ -246,27 +299,24 @@ def sync(
         )
     if holder is not None and not quiet:
         info(f"waiting for the 'warehouse sync' of {holder} to finish")
-    try:
-        if quiet:
-            report = shipper.drain(wait=wait)
-        else:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    if quiet:
+        report = shipper.drain(wait=wait)
+    else:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-            with Progress(
-                TextColumn("shipping"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                console=stderr_console(),
-                transient=True,
-            ) as bar:
-                task = bar.add_task("sync", total=total)
+        with Progress(
+            TextColumn("shipping"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=stderr_console(),
+            transient=True,
+        ) as bar:
+            task = bar.add_task("sync", total=total)
 
-                def advance(done: int, count: int) -> None:
-                    bar.update(task, completed=done, total=count)
+            def advance(done: int, count: int) -> None:
+                bar.update(task, completed=done, total=count)
 
-                report = shipper.drain(advance, wait=wait)
-    finally:
-        shipper.close()
+            report = shipper.drain(advance, wait=wait)
     if report is None:
         raise SyncIncomplete(
             f"another 'warehouse sync' started meanwhile ({outbox.holder() or 'unknown'}); "

@@ -13,7 +13,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
+from warehouse.errors import WarehouseError
 from warehouse.objects.base import ProgressCallback, PutItem, put_each
+from warehouse.replication.store import failpoint
 
 if TYPE_CHECKING:
     from warehouse.objects.base import ObjectStore
@@ -33,11 +35,13 @@ class ReplicatingObjectStore:
         entry = self.shipper.outbox.add(
             "object", {"key": key, "content_type": content_type, "sha256": sha256}
         )
+        failpoint("after-outbox")
         try:
             self.local.put(key, source, content_type=content_type, sha256=sha256)
-        except BaseException:
+        except WarehouseError:  # the local folder refused it: there is nothing to upload
             self.shipper.outbox.remove(entry)
             raise
+        failpoint("after-local")  # interrupted above: the entry stays (uploads if stored)
         self.shipper.publish([entry])
         return self.remote.uri(key)
 

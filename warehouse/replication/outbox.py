@@ -53,6 +53,18 @@ class Entry:
     def name(self) -> str:
         return self.path.name
 
+    @property
+    def problem(self) -> str | None:
+        """Why the entry cannot be shipped by anyone, whatever the servers do (None: it can)."""
+        if self.kind in (CORRUPT, UNREADABLE):
+            return self.last_error or f"{self.kind} outbox entry {self.path}"
+        if self.kind not in KINDS:
+            return (
+                f"outbox entry {self.path} has an unknown kind {self.kind!r} (written by another "
+                "version of results-warehouse?); ship it with that version, or delete it"
+            )
+        return None
+
     def describe(self) -> str:
         """``run 3f2a… (experiment resnet)`` — what the entry holds, for people."""
         p = self.payload
@@ -69,7 +81,9 @@ class Entry:
             return f"deletion of the objects under {p.get('prefix')}"
         if self.kind in (CORRUPT, UNREADABLE):
             return f"{self.kind} entry {self.path.name}"
-        return f"object {p.get('key')}"
+        if self.kind == "object":
+            return f"object {p.get('key')}"
+        return f"entry {self.path.name} of unknown kind {self.kind!r}"
 
     def to_json(self) -> str:
         return json.dumps(

@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from warehouse.errors import (
@@ -40,10 +41,10 @@ from warehouse.errors import (
     StoreUnavailable,
     WarehouseError,
 )
-from warehouse.replication.outbox import CORRUPT, UNREADABLE, Entry, Outbox, SyncReport
+from warehouse.replication.outbox import CORRUPT, Entry, Outbox, SyncReport
 
 if TYPE_CHECKING:
-    from warehouse.objects.base import ObjectStore
+    from warehouse.objects.base import ObjectStore, PutItem
     from warehouse.objects.local import LocalObjectStore
     from warehouse.stores.base import Store
     from warehouse.stores.local import LocalStore
@@ -105,6 +106,10 @@ class Shipper:
         """Whether entries of ``kind`` have a remote to go to."""
         return target_of(kind) in self.remotes
 
+    def remote(self, target: str) -> Store | ObjectStore:
+        """The remote store (``store``) or object store (``objects``), opened on first use."""
+        return self._open(target)
+
     def publish(self, entries: Sequence[Entry]) -> None:
         """Ship entries just added (their local write done): older waiting ones first, then
         these, within bounded time; what cannot ship stays in the outbox with one warning."""
@@ -148,19 +153,22 @@ class Shipper:
                 group = _next_group(entries, i)
                 i += len(group)
                 target = target_of(group[0].kind)
-                if group[0].kind in (CORRUPT, UNREADABLE):
-                    reason = group[0].last_error or "unreadable entry"
-                    report.failed.append((group[0], reason))
+                problem = group[0].problem
+                if problem is not None:  # no server can take it: its own reason, untouched
+                    report.failed.append((group[0], problem))
                 elif target in down:
                     for entry in group:
-                        self.outbox.keep(entry, down[target])
-                        report.failed.append((entry, str(down[target])))
+                        skipped = self._not_tried(target, entry)
+                        self.outbox.keep(entry, skipped)
+                        report.failed.append((entry, str(skipped)))
                 else:
                     error = self._try(group, replay=True)
                     if error is None:
                         report.shipped += len(group)
-                    else:
-                        report.failed.extend((e, str(error)) for e in group if e.path.exists())
+                    else:  # each entry with its own reason (the one kept on it)
+                        report.failed.extend(
+                            (e, e.last_error or str(error)) for e in group if e.path.exists()
+                        )
                         report.shipped += sum(1 for e in group if not e.path.exists())
                         if isinstance(error, BackendUnavailable):
                             down[target] = error
@@ -194,7 +202,7 @@ class Shipper:
             for entry in self.outbox.iter_pending():
                 if time.monotonic() > deadline:
                     return
-                if entry.kind in (CORRUPT, UNREADABLE) or entry.last_error_type == "InvalidRecord":
+                if entry.problem is not None or entry.last_error_type == "InvalidRecord":
                     continue  # needs a person: `warehouse sync` reports it
                 if self._is_down(target_of(entry.kind)):
                     continue
@@ -234,32 +242,41 @@ class Shipper:
         reason (and the remote counts as down when it is unreachable)."""
         target = target_of(entries[0].kind)
         try:
-            self._ship(entries, replay)
+            failures = self._ship(entries, replay)
         except Exception as exc:
             error = exc if isinstance(exc, WarehouseError) else self._unexpected(entries, exc)
-            if isinstance(error, BackendUnavailable):
-                self._mark_down(target, error)
+            failures = {entry.path: error for entry in entries}
+        if failures:
+            first = next(iter(failures.values()))
+            if isinstance(first, BackendUnavailable):
+                self._mark_down(target, first)
             for entry in entries:
-                if entry.path.exists():
-                    self.outbox.keep(entry, error)
-            return error
+                if entry.path in failures and entry.path.exists():
+                    self.outbox.keep(entry, failures[entry.path])
+                elif entry.path not in failures:
+                    self.outbox.remove(entry)
+            return first
         self._down_until.pop(target, None)
         _HUNG.pop(self.remotes[target].url if target in self.remotes else target, None)
         for entry in entries:
             self.outbox.remove(entry)
         return None
 
-    def _ship(self, entries: Sequence[Entry], replay: bool) -> None:
+    def _ship(self, entries: Sequence[Entry], replay: bool) -> dict[Path, BaseException]:
+        """Ship the entries; the ones that failed, each with its own error (a failure that
+        concerns them all is raised)."""
         kind = entries[0].kind
         if kind == "object":
-            self._ship_objects(entries)
-            return
+            return self._ship_objects(entries)
+        problem = entries[0].problem
+        if problem is not None:
+            raise InvalidRecord(problem)
         if kind == "delete_objects":
             for entry in entries:
                 self.local_objects.delete_prefix(entry.payload["prefix"])  # a replay: idempotent
                 self._remote_objects().delete_prefix(entry.payload["prefix"])
                 self.outbox.remove(entry)
-            return
+            return {}
         store = self._remote_store() if "store" in self.remotes else None
         for entry in entries:
             p = entry.payload
@@ -281,12 +298,8 @@ class Shipper:
                     self._replay_steps(p["run_id"], p["experiment"], p["steps"])
                 if store is not None:
                     store.write_steps(p["run_id"], p["experiment"], p["steps"])
-            else:
-                raise InvalidRecord(
-                    f"outbox entry {entry.path} has an unknown kind {kind!r} (written by another "
-                    "version of results-warehouse?); ship it with that version, or delete it"
-                )
             self.outbox.remove(entry)
+        return {}
 
     def _replay_steps(self, run_id: str, experiment: str, steps: list[dict[str, Any]]) -> None:
         """Append to the local store the steps it lacks (seq numbers grow with each append)."""
@@ -309,8 +322,10 @@ class Shipper:
             return
         store.write_samples(p["run_id"], p["experiment"], p["split"], batches)
 
-    def _ship_objects(self, entries: Sequence[Entry]) -> None:
-        items = []
+    def _ship_objects(self, entries: Sequence[Entry]) -> dict[Path, BaseException]:
+        """Upload the entries' objects together; when that fails, one by one, so that each
+        entry keeps the reason of its own object (never another run's)."""
+        items: list[tuple[Entry, PutItem]] = []
         for entry in entries:
             p = entry.payload
             path = self.local_objects.path_of(p["key"])
@@ -318,9 +333,39 @@ class Shipper:
                 log.info("object %s was never stored locally; nothing to ship", p["key"])
                 self.outbox.remove(entry)
                 continue
-            items.append((p["key"], path, p.get("content_type"), p["sha256"]))
-        if items:
-            self._remote_objects().put_many(items)
+            items.append((entry, (p["key"], path, p.get("content_type"), p["sha256"])))
+        if not items:
+            return {}
+        remote = self._remote_objects()
+        try:
+            remote.put_many([item for _, item in items])
+            return {}
+        except Exception:
+            if len(items) == 1:
+                raise
+        failures: dict[Path, BaseException] = {}
+        unreachable = False
+        for entry, (key, source, content_type, sha256) in items:
+            if unreachable:
+                failures[entry.path] = self._not_tried("objects", entry)
+                continue
+            try:
+                remote.put(key, source, content_type=content_type, sha256=sha256)
+            except Exception as exc:
+                error = exc if isinstance(exc, WarehouseError) else self._unexpected([entry], exc)
+                failures[entry.path] = error
+                unreachable = isinstance(error, BackendUnavailable)
+        return failures
+
+    def _not_tried(self, target: str, entry: Entry) -> BackendUnavailable:
+        """The reason kept on an entry not tried because its server failed on another one."""
+        remote = self.remotes.get(target)
+        where = f"{remote.label} at {remote.url}" if remote is not None else target
+        cls = ObjectStoreUnavailable if target == "objects" else StoreUnavailable
+        return cls(
+            f"{entry.describe()} was not tried: {where} could not be reached earlier in this "
+            "sync; run 'warehouse sync' again once it answers"
+        )
 
     # remotes and their health -----------------------------------------------------------------
     def _remote_store(self) -> Store:

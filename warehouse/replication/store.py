@@ -16,10 +16,12 @@ that way (their rows are streamed, not copied): their failure reaches the caller
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
-from warehouse.errors import StoreUnavailable
+from warehouse.errors import StoreUnavailable, WarehouseError
 from warehouse.stores.base import (
     CountQuery,
     ExperimentBest,
@@ -40,6 +42,25 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger(__name__)
+
+FAILPOINT_ENV = "WAREHOUSE_TEST_FAILPOINT"
+"""Tests only: ``after-outbox:N`` or ``after-local:N`` makes the process kill itself
+(SIGKILL) the N-th time a write passes that point (between the outbox entry and the local
+write, or between the local write and shipping), to prove no crash loses a record."""
+_passes: dict[str, int] = {}
+
+
+def failpoint(name: str) -> None:
+    """Die here, at once and without cleanup, when the test asked for this point."""
+    wanted = os.environ.get(FAILPOINT_ENV)
+    if not wanted or not wanted.startswith(name):
+        return
+    point, _, nth = wanted.partition(":")
+    if point != name:
+        return
+    _passes[name] = _passes.get(name, 0) + 1
+    if _passes[name] >= int(nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class ReplicatingStore:
@@ -95,7 +116,10 @@ class ReplicatingStore:
     def _local(self, entries: list[Entry], write: Callable[[], object], *, keep: bool) -> bool:
         """The local write: True when done. A refused record takes its entries with it (there
         is nothing to ship); with ``keep``, entries whose write failed for a reason outside the
-        record (I/O) stay in the outbox, which then holds the only copy (False)."""
+        record (I/O) stay in the outbox, which then holds the only copy (False). A write cut
+        short by anything else (Ctrl-C, SIGTERM, a bug) may have stored the record: its
+        entries stay, and ship (or write locally) at the next sync, idempotently."""
+        failpoint("after-outbox")
         try:
             write()
         except StoreUnavailable as exc:
@@ -113,9 +137,10 @@ class ReplicatingStore:
             if self.shipper.strict:
                 raise
             return False
-        except BaseException:
+        except WarehouseError:  # refused (InvalidRecord ...): nothing was stored
             self._discard(entries)
             raise
+        failpoint("after-local")
         return True
 
     def _ship(self, entries: list[Entry]) -> None:

@@ -35,6 +35,7 @@ from warehouse.errors import (
     WarehouseError,
 )
 from warehouse.models import run_version
+from warehouse.sample_rows import SampleIds
 from warehouse.stores import elastic_bulk as bulk
 from warehouse.stores import elastic_groups as eg
 from warehouse.stores import elastic_query as eq
@@ -235,31 +236,43 @@ class ElasticStore:
         with self._map_errors("write samples", writing=True):
             self._ensure_ready("samples")
             client = self.client.options(request_timeout=WRITE_TIMEOUT_S)
-            client.delete_by_query(
-                index=index,
-                query={
-                    "bool": {"filter": [{"term": {"run_id": run_id}}, {"term": {"split": split}}]}
-                },
-                refresh=True,
-                conflicts="proceed",
-                wait_for_completion=True,
-            )
-            for batch in batches:
-                bulk.check_batch(batch, run_id, split)
-                if not len(batch):
-                    continue
-                try:
-                    items = bulk.sample_items(
-                        batch, index, run_id, experiment, split, recorded_at, rows
-                    )
-                except pa.ArrowException as exc:
-                    raise InvalidRecord(
-                        f"samples of run {run_id} split {split!r} cannot be encoded ({exc}); "
-                        "give each column one plain type (numbers, text, booleans, times)"
-                    ) from None
-                result.add(bulk.send(client, items))
-                rows += len(batch)
-                seen.update(dict.fromkeys(batch.schema.names))
+            split_query = {
+                "bool": {"filter": [{"term": {"run_id": run_id}}, {"term": {"split": split}}]}
+            }
+
+            def clear() -> None:
+                client.delete_by_query(
+                    index=index,
+                    query=split_query,
+                    refresh=True,
+                    conflicts="proceed",
+                    wait_for_completion=True,
+                )
+
+            clear()
+            ids = SampleIds(run_id, split)
+            try:
+                for batch in batches:
+                    bulk.check_batch(batch, run_id, split)
+                    ids.check(batch)
+                    if not len(batch):
+                        continue
+                    try:
+                        items = bulk.sample_items(
+                            batch, index, run_id, experiment, split, recorded_at, rows
+                        )
+                    except pa.ArrowException as exc:
+                        raise InvalidRecord(
+                            f"samples of run {run_id} split {split!r} cannot be encoded ({exc}); "
+                            "give each column one plain type (numbers, text, booleans, times)"
+                        ) from None
+                    result.add(bulk.send(client, items))
+                    rows += len(batch)
+                    seen.update(dict.fromkeys(batch.schema.names))
+                ids.finish()
+            except InvalidRecord:
+                clear()  # a refused split is not stored, as in the local store
+                raise
             client.indices.refresh(index=index)
         self._raise_rejected(result, "sample", rows)
         if seen:
@@ -542,6 +555,15 @@ class ElasticStore:
                 if self._count(kind) == 0:
                     return None  # nothing recorded yet: no answer rather than a field error
                 raise
+
+    def count_records(self, kind: Kind, **term: str) -> int:
+        """How many ``kind`` documents match the terms (``run_id=..., split=...``); 0 when
+        their index does not exist yet. For ``warehouse sync --verify``."""
+        if kind != "samples" and not self._exists(kind):
+            return 0
+        with self._map_errors(f"count {kind}"):
+            self.client.indices.refresh(index=self.names[kind])
+        return self._count(kind, **term)
 
     def _count(self, kind: Kind, **term: str) -> int:
         query: dict[str, Any] = {"bool": {"filter": [{"term": {k: v}} for k, v in term.items()]}}

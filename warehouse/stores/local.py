@@ -31,7 +31,6 @@ from typing import Any, Self, TypeVar
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from warehouse import lucene
 from warehouse.docpath import project
@@ -44,6 +43,7 @@ from warehouse.errors import (
 from warehouse.files import atomic_write, write_all
 from warehouse.home import Home
 from warehouse.models import run_version
+from warehouse.sample_rows import SampleIds
 from warehouse.stores.base import (
     CountQuery,
     ExperimentBest,
@@ -60,6 +60,8 @@ from warehouse.stores.local_samples import (
     SampleCache,
     SampleWriter,
     emit_rows,
+    iter_parquet,
+    open_parquet,
     order_samples,
     prepare_batch,
     stream_rows,
@@ -147,9 +149,13 @@ class LocalStore:
             self.home.ensure()
             target.parent.mkdir(parents=True, exist_ok=True)
             writer = SampleWriter(target.parent)
+            ids = SampleIds(run_id, split)
             try:
                 for batch in batches:
-                    writer.write(prepare_batch(batch, consts, recorded_at, split))
+                    prepared = prepare_batch(batch, consts, recorded_at, split)
+                    ids.check(prepared)
+                    writer.write(prepared)
+                ids.finish()
                 if writer.writer is None:  # no rows: the split is replaced by an empty file
                     empty = pa.record_batch({"sample_id": pa.array([], pa.string())})
                     writer.write(prepare_batch(empty, consts, recorded_at, split))
@@ -368,9 +374,9 @@ class LocalStore:
                     f"run {run_id} has no {split!r} samples in the local store at {self.home.root}",
                     run_id=run_id,
                 )
-            source = pq.ParquetFile(path)
+            source = open_parquet(path)
             wanted = None if columns is None else [c for c in columns if c in source.schema.names]
-            batches = source.iter_batches(batch_size=_SAMPLE_BATCH_ROWS, columns=wanted)
+            batches = iter_parquet(path, _SAMPLE_BATCH_ROWS, wanted, source)
         return self._guard(f"read samples from {path}", batches)
 
     def group_samples(self, query: GroupQuery) -> list[Group]:

@@ -10,11 +10,22 @@ queries read a compacted index in ``catalog/``::
                    and by a reader loading, so no one sees a compaction half done
 
 A reader loads ``runs.parquet`` plus the journaled run files and keeps the merged table in
-memory, keyed by the stat of both files: a warm query costs two ``os.stat`` calls, and after
-a write only the new journal lines are read. Compaction (rewrite ``runs.parquet``, empty the
-journal) happens when the journal passes ``compact_after`` entries, or on demand. A missing,
-unreadable or outdated catalog is rebuilt from ``runs/*.json``; run files changed by hand are
-seen after ``LocalStore.compact(rebuild=True)``.
+memory, keyed by the stat of both files and of ``runs/``: a warm query costs three
+``os.stat`` calls, and after a write only the new journal lines are read. Compaction (rewrite
+``runs.parquet``, empty the journal) happens when the journal passes ``compact_after``
+entries, or on demand. A missing, unreadable or outdated catalog is rebuilt from
+``runs/*.json``; run files changed in place by hand are seen after
+``LocalStore.compact(rebuild=True)``.
+
+The run files are the truth, and the catalog is checked against them whenever it is loaded:
+the names in ``runs/`` (one directory listing) must be the catalog's run ids. A run file the
+catalog lacks (a lost or truncated journal) is read and added, a run whose file is gone is
+dropped, with a warning; compaction does the same check first, so it never drops a run that
+is in ``runs/``.
+
+Reading never needs to write: a reader that finds no catalog, or a stale one, builds it in
+memory, and stores it for the next reader only if it can (a full disk, a read-only folder
+or no permission leave the files as they are, and the query is answered all the same).
 
 Column types are unified over all runs: a column whose values are all numbers is DOUBLE, all
 booleans BOOLEAN, otherwise text; ``tags``/``invalid_metrics``/``overrides`` are lists of
@@ -24,6 +35,7 @@ text; ``started_at``/``ended_at``/``heartbeat_at``/``git.committed_at`` are UTC 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -32,6 +44,7 @@ import math
 import os
 import re
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -42,7 +55,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from warehouse.errors import WarehouseError
 from warehouse.files import fsync_path, write_all
+from warehouse.stores.local_samples import read_parquet
 from warehouse.values import parse_time
 
 log = logging.getLogger(__name__)
@@ -53,6 +68,8 @@ LISTS = frozenset({"tags", "invalid_metrics", "overrides"})
 TIMESTAMPS = frozenset({"started_at", "ended_at", "heartbeat_at", "git.committed_at"})
 _SKIP = frozenset({"config", "environment", "artifacts", "error.traceback"})
 _StatKey = tuple[int, int, int] | None
+_Key = tuple[_StatKey, _StatKey, _StatKey]
+_JOURNAL_LAG_S = 10.0  # a run file this fresh may be one whose writer is journaling it now
 
 
 class RunCatalog:
@@ -65,13 +82,14 @@ class RunCatalog:
         self.journal = self.dir / "journal"
         self.compact_after = compact_after
         self._mutex = threading.Lock()
-        self._key: tuple[_StatKey, _StatKey] | None = None
+        self._key: _Key | None = None
         self._table: pa.Table | None = None
         self._base: pa.Table | None = None
         self._base_key: _StatKey = None
         self._journal_ino: int | None = None
         self._offset = 0
         self._delta: dict[str, dict[str, Any] | None] = {}
+        self._unreadable: set[str] = set()  # run files found damaged at the last load
 
     # writers ------------------------------------------------------------------------------
     def record(self, run_ids: Sequence[str]) -> None:
@@ -96,29 +114,27 @@ class RunCatalog:
         self.dir.mkdir(parents=True, exist_ok=True)
         with self._mutex, self._locked():
             if rebuild:
-                self._rebuild_locked()
+                self._rebuild_locked(persist=True)
             else:
                 self._compact_locked()
 
     # readers ------------------------------------------------------------------------------
     def table(self) -> pa.Table | None:
-        """Every run as one row (None when the warehouse holds no run yet)."""
-        key = (_stat(self.path), _stat(self.journal))
+        """Every run as one row (None when the warehouse holds no run yet). Never needs to
+        write: see the module docstring."""
+        key = self._stat_key()
         if key == self._key:
             return self._table
         with self._mutex:
-            if not self.dir.exists():
-                if not _has_json(self.runs_dir):
-                    return None
-                try:
-                    self.dir.mkdir(parents=True, exist_ok=True)
-                except OSError as exc:
-                    if not _read_only(exc):
-                        raise
-            with self._locked():
+            if not self.dir.exists() and not _has_json(self.runs_dir):
+                return None
+            with self._locked(create=False):
                 self._load_locked()
-                self._key = (_stat(self.path), _stat(self.journal))
+                self._key = self._stat_key()
             return self._table
+
+    def _stat_key(self) -> _Key:
+        return (_stat(self.path), _stat(self.journal), _stat(self.runs_dir))
 
     def clear(self) -> None:
         """Forget the in-memory table (the files stay)."""
@@ -132,11 +148,46 @@ class RunCatalog:
         if base_key is None or base_key != self._base_key:
             base = self._read_catalog() if base_key is not None else None
             if base is None and (base_key is not None or _has_json(self.runs_dir)):
-                self._rebuild_locked()
-            else:
-                self._set_base(base)
+                self._rebuild_locked(persist=False)
+                return
+            self._set_base(base)
         self._read_journal_tail()
+        self._reconcile()
         self._table = _merge(self._base, self._delta)
+
+    def _reconcile(self) -> None:
+        """Make the catalog hold exactly the runs of ``runs/`` (the truth): run files it
+        lacks are read into the delta, runs whose file is gone are dropped from it."""
+        files = _run_ids(self.runs_dir)
+        known = {r for r, row in self._delta.items() if row is not None}
+        if self._base is not None and self._base.num_rows:
+            base_ids = self._base.column("run_id").to_pylist()
+            known.update(r for r in base_ids if r not in self._delta)
+        missing = files - known - self._unreadable
+        gone = known - files
+        if not missing and not gone:
+            return
+        found = 0
+        settled = time.time() - _JOURNAL_LAG_S
+        for run_id in sorted(missing):
+            row = self._read_run(run_id)
+            if row is None:
+                self._unreadable.add(run_id)
+            elif _mtime(self.runs_dir / f"{run_id}.json") < settled:
+                found += 1  # not a run whose writer is about to journal it
+            self._delta[run_id] = row
+        for run_id in gone:
+            self._delta[run_id] = None
+        if found or gone:
+            log.warning(
+                "the run catalog in %s disagreed with %s: %d run file(s) it lacked were "
+                "added and %d run(s) whose file is gone were dropped (a lost or damaged "
+                "journal?); queries answer from the run files",
+                self.dir,
+                self.runs_dir,
+                found,
+                len(gone),
+            )
 
     def _set_base(self, base: pa.Table | None) -> None:
         self._base, self._base_key = base, _stat(self.path)
@@ -172,53 +223,61 @@ class RunCatalog:
         if _stat(self.path) is None or self._base_key != _stat(self.path):
             base = self._read_catalog() if _stat(self.path) is not None else None
             if base is None:
-                self._rebuild_locked()
+                self._rebuild_locked(persist=True)
                 return
             self._set_base(base)
         self._read_journal_tail()
-        self._write_locked(_merge(self._base, self._delta))
+        self._reconcile()  # never compact away a run that is in runs/
+        self._write_locked(_merge(self._base, self._delta), persist=True)
 
-    def _rebuild_locked(self) -> None:
+    def _rebuild_locked(self, *, persist: bool) -> None:
         rows: list[dict[str, Any]] = []
-        if self.runs_dir.is_dir():
-            for entry in sorted(os.scandir(self.runs_dir), key=lambda e: e.name):
-                if entry.name.endswith(".json") and not entry.name.startswith("."):
-                    row = self._read_run(entry.name[: -len(".json")])
-                    if row is not None:
-                        rows.append(row)
+        self._unreadable = set()
+        for run_id in sorted(_run_ids(self.runs_dir)):
+            row = self._read_run(run_id)
+            if row is None:
+                self._unreadable.add(run_id)
+            else:
+                rows.append(row)
         log.info("rebuilt the run catalog of %s from %d run files", self.runs_dir, len(rows))
-        self._write_locked(build_table(rows))
+        self._write_locked(build_table(rows), persist=persist)
 
-    def _write_locked(self, table: pa.Table | None) -> None:
+    def _write_locked(self, table: pa.Table | None, *, persist: bool) -> None:
+        """Store ``table`` as the catalog. ``persist=False`` (a reader): if it cannot be
+        stored, for whatever reason, it is kept in memory and the query goes on."""
         if table is None:
             table = build_table([])
         table = table.replace_schema_metadata({b"warehouse_catalog": CATALOG_VERSION})
         tmp = self.dir / f".runs.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
         try:
-            pq.write_table(table, tmp, compression="snappy")
+            if persist:
+                self.dir.mkdir(parents=True, exist_ok=True)
+            pq.write_table(table, tmp, compression="snappy", write_page_checksum=True)
             fsync_path(tmp)
             os.replace(tmp, self.path)
         except OSError as exc:
-            if not _read_only(exc):
+            if persist and not _read_only(exc):
                 raise
-            log.warning("cannot write the run catalog in %s (%s); kept in memory", self.dir, exc)
+            log.warning("cannot store the run catalog in %s (%s); kept in memory", self.dir, exc)
             self._base, self._delta = table.combine_chunks(), {}
+            self._base_key = None  # another process may store it: read it then
             self._table = self._base
             return
         finally:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
         if self.journal.exists():
             os.truncate(self.journal, 0)
         self._set_base(table.combine_chunks())
         self._table = self._base
-        self._key = (_stat(self.path), _stat(self.journal))
+        self._key = self._stat_key()
 
     def _read_catalog(self) -> pa.Table | None:
         try:
-            table = pq.ParquetFile(self.path).read()
+            table = read_parquet(self.path)
         except FileNotFoundError:
             return None
-        except (pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, WarehouseError) as exc:
             log.warning("run catalog %s is unreadable (%s); rebuilding it", self.path, exc)
             return None
         meta = table.schema.metadata or {}
@@ -248,15 +307,17 @@ class RunCatalog:
         return flatten_run(doc, text)
 
     @contextmanager
-    def _locked(self) -> Iterator[None]:
+    def _locked(self, *, create: bool = True) -> Iterator[None]:
+        """The catalog's flock. Writers create the lock file; a reader (``create=False``)
+        only opens it: where it does not exist, no writer ever held it."""
         try:
+            if not create:
+                raise FileNotFoundError
             fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            if not (_read_only(exc) or isinstance(exc, FileNotFoundError)):
-                raise
-            try:  # a read-only warehouse: lock if the file exists, else no writer can exist
+        except OSError:  # a reader, or read-only, no permission, a full disk ...
+            try:
                 fd = os.open(self.dir / "lock", os.O_RDONLY)
-            except FileNotFoundError:
+            except OSError:
                 yield
                 return
         try:
@@ -378,6 +439,26 @@ def _stat(path: Path) -> _StatKey:
 def _read_only(exc: OSError) -> bool:
     """Whether ``exc`` says the warehouse may be read but not written."""
     return isinstance(exc, PermissionError) or exc.errno == errno.EROFS
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _run_ids(folder: Path) -> set[str]:
+    """The run ids of the run files in ``folder`` (one directory listing)."""
+    try:
+        with os.scandir(folder) as entries:
+            return {
+                e.name[: -len(".json")]
+                for e in entries
+                if e.name.endswith(".json") and not e.name.startswith(".")
+            }
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
 
 
 def _has_json(folder: Path) -> bool:

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from warehouse.errors import QuerySyntaxError
 from warehouse.stores.base import Group, GroupQuery
+from warehouse.stores.local_samples import open_parquet, read_parquet
 
 
 def group_samples(files: dict[str, Path], query: GroupQuery) -> list[Group]:
@@ -56,11 +56,10 @@ def _rows(files: dict[str, Path], query: GroupQuery) -> pa.Table:
     for run_id, path in files.items():
         if not path.is_file():
             continue
-        source = pq.ParquetFile(path)
-        names = source.schema_arrow.names
+        names = open_parquet(path).schema_arrow.names
         if query.by not in names or query.column not in names:
             continue
-        read = source.read(columns=[query.by, query.column])
+        read = read_parquet(path, [query.by, query.column])
         parts.append(
             pa.table(
                 {

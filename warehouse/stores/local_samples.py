@@ -25,13 +25,105 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from warehouse import lucene
-from warehouse.errors import InvalidRecord, QuerySyntaxError
+from warehouse.errors import InvalidRecord, QuerySyntaxError, StoreUnavailable
 from warehouse.stores.base import SampleQuery
 from warehouse.stores.local_query import arrow_kinds
 
 log = logging.getLogger(__name__)
 
 CHUNK = 4096  # rows turned into dicts at a time while streaming
+WRITE_OPTIONS: dict[str, Any] = {"compression": "snappy", "write_page_checksum": True}
+"""How the local store writes Parquet: every page carries a CRC-32 checked on read."""
+
+
+def open_parquet(path: Path) -> pq.ParquetFile:
+    """A Parquet file of the store, opened so that each page's checksum is verified as it is
+    read, and whose footer's two schemas (Parquet's and the Arrow schema stored beside it)
+    agree: a flipped byte raises :func:`damaged` naming the file instead of reading garbage."""
+    try:
+        source = pq.ParquetFile(path, page_checksum_verification=True)
+        _check_schemas(source)
+    except FileNotFoundError:
+        raise
+    except Exception as exc:
+        raise damaged(path, exc) from exc
+    return source
+
+
+def read_parquet(path: Path, columns: list[str] | None = None) -> pa.Table:
+    """The whole file (or ``columns``) read through :func:`open_parquet`."""
+    source = open_parquet(path)
+    try:
+        table = source.read(columns=columns)
+        table.validate(full=True)  # e.g. a dictionary index a flipped page header let through
+    except Exception as exc:
+        raise damaged(path, exc) from exc
+    if table.num_rows != source.metadata.num_rows:
+        raise damaged(path, ValueError(f"{table.num_rows} rows read of {source.metadata.num_rows}"))
+    return table
+
+
+def iter_parquet(
+    path: Path,
+    batch_size: int,
+    columns: list[str] | None = None,
+    source: pq.ParquetFile | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The file's batches through :func:`open_parquet` (or ``source``, the file it opened);
+    damage found mid-way raises too."""
+    source = source if source is not None else open_parquet(path)
+    batches = source.iter_batches(batch_size=batch_size, columns=columns)
+    rows = 0
+    while True:
+        try:
+            batch = next(batches)
+            batch.validate(full=True)
+        except StopIteration:
+            break
+        except Exception as exc:
+            raise damaged(path, exc) from exc
+        rows += batch.num_rows
+        yield batch
+    if rows != source.metadata.num_rows:
+        raise damaged(path, ValueError(f"{rows} rows read of {source.metadata.num_rows}"))
+
+
+def damaged(path: Path, exc: BaseException) -> StoreUnavailable:
+    """The error for a file whose bytes are not what was written."""
+    if isinstance(exc, OSError) and exc.errno is not None:  # EIO, EACCES ...: not the bytes
+        return StoreUnavailable(
+            f"local store: cannot read {path}: {exc.strerror or exc}", path=str(path)
+        )
+    return StoreUnavailable(
+        f"local store: {path} is damaged ({type(exc).__name__}: {exc}); nothing is answered "
+        "from it. Record that split again (log_samples), or restore the file from a backup",
+        path=str(path),
+    )
+
+
+def _check_schemas(source: pq.ParquetFile) -> None:
+    """The footer has no checksum: its counts and its two schemas must agree instead."""
+    import base64
+
+    footer = source.metadata
+    groups = [footer.row_group(i) for i in range(footer.num_row_groups)]
+    if footer.num_rows != sum(g.num_rows for g in groups):
+        raise ValueError("the row count disagrees with its row groups': its footer was changed")
+    flat = [
+        i for i in range(footer.num_columns) if footer.schema.column(i).max_repetition_level == 0
+    ]
+    for group in groups:
+        if any(group.column(i).num_values != group.num_rows for i in flat):
+            raise ValueError("a column's value count disagrees with its row group's row count")
+    meta = footer.metadata or {}
+    stored = meta.get(b"ARROW:schema")
+    if stored is None:
+        return  # written by another tool: only the page checksums protect it
+    arrow = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(stored)))
+    if not arrow.remove_metadata().equals(source.schema_arrow.remove_metadata()):
+        raise ValueError(
+            "the file's Parquet schema and its Arrow schema disagree: its footer was changed"
+        )
 
 
 class SampleFile:
@@ -92,11 +184,7 @@ class SampleCache:
             if cached is not None and cached.key == key:
                 self._files.move_to_end(path)
                 return cached
-        try:
-            table = pq.ParquetFile(path).read().combine_chunks()
-        except pa.ArrowInvalid as exc:
-            log.warning("skipping corrupt sample file %s (%s); record the split again", path, exc)
-            return None
+        table = read_parquet(path).combine_chunks()
         entry = SampleFile(key, table)
         with self._lock:
             self._files[path] = entry
@@ -154,21 +242,17 @@ def stream_rows(paths: list[Path], offset: int, limit: int | None) -> Iterator[d
     """Rows of the files in stored order, batch by batch (never all in Python at once)."""
     skip, left = offset, limit
     for path in paths:
-        try:
-            batches = pq.ParquetFile(path).iter_batches(batch_size=CHUNK)
-            for batch in batches:
-                if left == 0:
-                    return
-                if skip >= batch.num_rows:
-                    skip -= batch.num_rows
-                    continue
-                batch = batch.slice(skip, left)
-                skip = 0
-                if left is not None:
-                    left -= batch.num_rows
-                yield from rows_of(batch)
-        except pa.ArrowInvalid as exc:
-            log.warning("skipping corrupt sample file %s (%s); record the split again", path, exc)
+        for batch in iter_parquet(path, CHUNK):
+            if left == 0:
+                return
+            if skip >= batch.num_rows:
+                skip -= batch.num_rows
+                continue
+            batch = batch.slice(skip, left)
+            skip = 0
+            if left is not None:
+                left -= batch.num_rows
+            yield from rows_of(batch)
 
 
 def emit_rows(table: pa.Table, rows: np.ndarray) -> Iterator[dict[str, Any]]:
@@ -242,7 +326,7 @@ class SampleWriter:
 
     def _open(self, schema: pa.Schema) -> None:
         self.tmp = self.folder / f".{uuid.uuid4().hex}.parquet.tmp"
-        self.writer = pq.ParquetWriter(self.tmp, schema, compression="snappy")
+        self.writer = pq.ParquetWriter(self.tmp, schema, **WRITE_OPTIONS)
         self.schema = schema
 
     def _widen(self, other: pa.Schema) -> None:
@@ -261,7 +345,7 @@ class SampleWriter:
         self.writer.close()
         self._open(schema)
         assert self.writer is not None
-        for batch in pq.ParquetFile(old).iter_batches():
+        for batch in iter_parquet(old, 65_536):
             self.writer.write_batch(_conform(batch, schema))
         old.unlink()
 
