@@ -369,7 +369,10 @@ class Shipper:
         )
 
     def _raise_if_strict(self, target: str, error: BaseException | None) -> None:
-        if not self.strict:
+        # An upload waiting for S3 is no failure even in strict mode: the bytes are in the
+        # local object folder and the outbox. Raising would fail the training step that
+        # logged them and cost the run its metrics (issue 14, item 8).
+        if not self.strict or target == "objects":
             return
         if isinstance(error, WarehouseError):
             raise error
