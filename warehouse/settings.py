@@ -90,6 +90,11 @@ class Settings(BaseSettings):
         None, description="SHA-256 fingerprint of the CA/server cert."
     )
     es_verify_certs: bool = Field(True, description="Verify TLS certificates.")
+    require_tls: bool = Field(
+        False,
+        description="Refuse to send Elasticsearch or S3 credentials over plain HTTP to a host "
+        "other than this machine (without it: one warning per process).",
+    )
     es_timeout_s: float = Field(
         4.0,
         description="Longest wait for an Elasticsearch answer; never retried after it, so a "

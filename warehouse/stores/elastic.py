@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
+from urllib.parse import urlsplit
 
 import elastic_transport
 import pyarrow as pa
@@ -37,6 +38,7 @@ from warehouse.errors import (
     WarehouseError,
 )
 from warehouse.models import run_version
+from warehouse.plain_http import check_credentials_transport
 from warehouse.stores import elastic_bulk as bulk
 from warehouse.stores import elastic_groups as eg
 from warehouse.stores import elastic_query as eq
@@ -88,6 +90,7 @@ class ElasticStore:
         prefix: str = "warehouse",
         steps_retention: str = "90d",
         client_options: Mapping[str, Any] | None = None,
+        require_tls: bool = False,
     ) -> None:
         if isinstance(client_or_url, str):
             self._client: Elasticsearch | None = None
@@ -97,6 +100,7 @@ class ElasticStore:
             node = next(iter(client_or_url.transport.node_pool.all())).config
             self.url = f"{node.scheme}://{node.host}:{node.port}{node.path_prefix}"
         self._options = dict(client_options or {})
+        self.require_tls = require_tls
         self.prefix = prefix
         self.steps_retention = steps_retention
         self.names = index_names(prefix)
@@ -134,6 +138,7 @@ class ElasticStore:
             prefix=settings.index_prefix,
             steps_retention=settings.steps_retention,
             client_options=options,
+            require_tls=settings.require_tls,
         )
 
     # connection ----------------------------------------------------------------------------
@@ -165,6 +170,15 @@ class ElasticStore:
                         "ssl_show_warn",
                     ):
                         options.pop(key, None)
+                check_credentials_transport(
+                    self.url,
+                    service="Elasticsearch",
+                    setting="WAREHOUSE_ES_URL",
+                    credentials="api_key" in options
+                    or "basic_auth" in options
+                    or "@" in urlsplit(self.url).netloc,
+                    require_tls=self.require_tls,
+                )
                 quiet_transport_logs()
                 try:
                     self._client = Elasticsearch(self.url, **options)
