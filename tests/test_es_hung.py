@@ -132,3 +132,21 @@ def test_the_client_is_built_with_the_timeout_and_no_retry_after_a_timeout(
         # against a hung server: one timeout; refused connections: the retries' pauses only
         assert settings.es_timeout_s + 1.0 <= 5.0  # room for the interpreter's start-up
         assert backoff < 1.0
+
+
+def test_training_runs_of_one_process_wait_on_a_hung_server_once(
+    hung_es: HungServer, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import warehouse
+    from warehouse.replication import shipper
+
+    monkeypatch.setenv("WAREHOUSE_SYSTEM_INTERVAL_S", "0")
+    try:
+        for n in range(3):  # three jobs of a sweep, each with its own recorder
+            with warehouse.start_run(experiment="hung") as run:
+                run.log_metrics("val", {"acc": n / 10})
+            assert run.record.status == "completed"
+    finally:
+        shipper._HUNG.pop(hung_es.url, None)
+    assert hung_es.accepted == 1  # found hung by the first run; the others only queued
+    assert Outbox(home / "outbox").count() >= 3

@@ -239,6 +239,9 @@ class Shipper:
             error = exc if isinstance(exc, WarehouseError) else self._unexpected(entries, exc)
             if isinstance(error, BackendUnavailable):
                 self._mark_down(target, error)
+                if getattr(error, "hung", False) and target in self.remotes:
+                    # the client's own time-out: as hung as when _try_within gives up
+                    _HUNG[self.remotes[target].url] = (time.monotonic() + _DOWN_FOR_S, error)
             for entry in entries:
                 if entry.path.exists():
                     self.outbox.keep(entry, error)

@@ -199,6 +199,7 @@ class ElasticStore:
                     "is healthy (not overloaded, out of disk or stopped in a debugger); "
                     "records wait in the outbox until 'warehouse sync'",
                     url=public_url(self.url),
+                    hung=True,  # the shipper remembers it for the process, as its own waits
                 ) from None
         return client
 
