@@ -178,3 +178,21 @@ def test_a_refused_upload_waits_in_the_outbox_and_the_run_completes(
     [entry] = Outbox(home / "outbox").pending()
     assert entry.kind == "object"
     assert "refusing to send S3 credentials" in (entry.last_error or "")
+
+
+def test_kibana_gets_the_same_rule(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from warehouse.kibana_client import KibanaClient
+
+    monkeypatch.setenv("WAREHOUSE_KIBANA_URL", "http://192.0.2.30:5601")
+    monkeypatch.setenv("WAREHOUSE_ES_USERNAME", "elastic")
+    monkeypatch.setenv("WAREHOUSE_ES_PASSWORD", "pw")
+    with caplog.at_level(logging.WARNING, logger="warehouse.plain_http"):
+        KibanaClient(load())
+        KibanaClient(load())
+    [message] = warnings_of(caplog)
+    assert "Kibana credentials go over plain HTTP to 192.0.2.30:5601" in message
+    monkeypatch.setenv("WAREHOUSE_REQUIRE_TLS", "1")
+    with pytest.raises(ConfigurationError, match="refusing to send Kibana credentials"):
+        KibanaClient(load())

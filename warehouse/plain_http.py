@@ -1,9 +1,9 @@
 """Credentials over plain HTTP: warn once per process, or refuse with WAREHOUSE_REQUIRE_TLS=1.
 
-The Elasticsearch and S3 clients call :func:`check_credentials_transport` when they are built
-(before anything is sent). Loopback addresses (``localhost``, ``127.0.0.0/8``, ``::1``) are
-fine: the traffic never leaves the machine (the compose stack binds its ports there). Any
-other host over ``http://`` gets one warning per process and address, or, with
+The Elasticsearch, Kibana and S3 clients call :func:`check_credentials_transport` when they
+are built (before anything is sent). Loopback addresses (``localhost``, ``127.0.0.0/8``,
+``::1``) are fine: the traffic never leaves the machine (the compose stack binds its ports
+there). Any other host over ``http://`` gets one warning per process and address, or, with
 ``require_tls``, a :class:`~warehouse.errors.ConfigurationError` (exit 2).
 """
 

@@ -92,8 +92,8 @@ class Settings(BaseSettings):
     es_verify_certs: bool = Field(True, description="Verify TLS certificates.")
     require_tls: bool = Field(
         False,
-        description="Refuse to send Elasticsearch or S3 credentials over plain HTTP to a host "
-        "other than this machine (without it: one warning per process).",
+        description="Refuse to send Elasticsearch, Kibana or S3 credentials over plain HTTP "
+        "to a host other than this machine (without it: one warning per process).",
     )
     es_timeout_s: float = Field(
         4.0,
