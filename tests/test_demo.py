@@ -56,6 +56,12 @@ def test_demo_records_a_sweep_of_15_runs_in_5_experiments(spaced_home: Path) -> 
     assert Counter(d["experiment"] for d in docs) == {
         f"digits-{f}": 3 for f in ("logreg", "svm", "knn", "random_forest", "mlp")
     }
+    # each experiment is 3 seed replicates of one configuration: same config but the seed
+    for experiment in {d["experiment"] for d in docs}:
+        replicates = [d for d in docs if d["experiment"] == experiment]
+        assert sorted(d["config"]["seed"] for d in replicates) == [0, 1, 2]
+        assert len({d["config_hash_noseed"] for d in replicates}) == 1
+        assert {d["config"]["data"]["train_fraction"] for d in replicates} == {0.5}
     assert len({d["hydra"]["sweep_id"] for d in docs}) == 1
     for doc in docs:
         assert "demo" in doc["tags"]
@@ -91,6 +97,43 @@ def test_demo_records_a_sweep_of_15_runs_in_5_experiments(spaced_home: Path) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_demo_goes_on_when_elasticsearch_and_s3_are_down_and_the_records_wait(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.servers import free_port
+
+    # nothing listens on these ports: both servers are down for the whole sweep
+    monkeypatch.setenv("WAREHOUSE_ES_URL", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("WAREHOUSE_S3_URL", "s3://demo-bucket/runs")
+    monkeypatch.setenv("WAREHOUSE_S3_ENDPOINT", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("WAREHOUSE_S3_ACCESS_KEY_ID", "demo-key")
+    monkeypatch.setenv("WAREHOUSE_S3_SECRET_ACCESS_KEY", "demo-secret")
+    monkeypatch.setenv("WAREHOUSE_STRICT", "1")  # the demo is non-strict whatever this says
+    proc = warehouse_demo()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    docs = stored_runs(home)
+    assert len(docs) == 15
+    assert {d["status"] for d in docs} == {"completed"}
+    for doc in docs:
+        assert set(doc["metrics"]) == {"train", "val", "test"}
+        assert doc["sample_counts"] == {"val": 359, "test": 360}
+    # the records wait in the outbox: runs and samples for Elasticsearch, images for S3
+    from warehouse.replication.outbox import Outbox
+
+    kinds = Counter(e.kind for e in Outbox(home / "outbox").pending())
+    assert kinds["run"] >= 15
+    assert kinds["samples"] == 30
+    # outputs.save=all: every validation image (and a git diff when the tree is dirty)
+    assert kinds["object"] >= 15 * 359
+    assert kinds["object"] == sum(1 for p in (home / "objects").rglob("*") if p.is_file())
+    assert "wait in the outbox" in proc.stdout
+    assert "warehouse sync" in proc.stdout
+    assert "Recorded 15 runs in 5 experiments" in proc.stdout
+    assert "not completed" not in proc.stdout
+
+
+@pytest.mark.slow
 def test_demo_fails_loudly_with_the_sweep_output_when_no_run_can_be_recorded(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -113,10 +156,11 @@ def test_demo_finds_the_example_in_this_checkout() -> None:
     assert find_example() == REPO / "examples" / "digits" / "train.py"
 
 
-def test_the_sweep_is_strict_tagged_and_quotes_an_awkward_sweep_dir(tmp_path: Path) -> None:
+def test_the_sweep_is_non_strict_tagged_and_quotes_an_awkward_sweep_dir(tmp_path: Path) -> None:
     command = sweep_command(Path("train.py"), Path("/tmp/my warehouse/it's"))
     assert command[:3] == [sys.executable, "train.py", "-m"]
-    assert "hydra.callbacks.warehouse.strict=true" in command
+    assert "hydra.callbacks.warehouse.strict=false" in command
+    assert "seed=0,1,2" in command
     assert "++hydra.callbacks.warehouse.tags=[demo]" in command
     assert r"hydra.sweep.dir='/tmp/my warehouse/it\'s'" in command
     assert sweep_command(Path("t.py"), Path("/plain/dir"))[-3] == "hydra.sweep.dir=/plain/dir"

@@ -104,6 +104,15 @@ class KibanaClient:
             )
         self.timeout_s = timeout_s
         self._headers = {"kbn-xsrf": "true", **_auth_header(settings)}
+        from warehouse.plain_http import check_credentials_transport
+
+        check_credentials_transport(
+            self.base_url,
+            service="Kibana",
+            setting="WAREHOUSE_KIBANA_URL",
+            credentials="Authorization" in self._headers,
+            require_tls=settings.require_tls,
+        )
         self._ssl = _ssl_context(settings) if self.base_url.startswith("https:") else None
 
     def api_url(self, path: str) -> str:

@@ -93,7 +93,17 @@ class Settings(BaseSettings):
         None, description="SHA-256 fingerprint of the CA/server cert."
     )
     es_verify_certs: bool = Field(True, description="Verify TLS certificates.")
-    es_timeout_s: float = Field(10.0, description="Request timeout towards Elasticsearch.")
+    require_tls: bool = Field(
+        False,
+        description="Refuse to send Elasticsearch, Kibana or S3 credentials over plain HTTP "
+        "to a host other than this machine (without it: one warning per process).",
+    )
+    es_timeout_s: float = Field(
+        4.0,
+        description="Longest wait for an Elasticsearch answer; never retried after it, so a "
+        "command against a hung server ends within about 5 s.",
+        gt=0,
+    )
     index_prefix: str = Field("warehouse", description="Prefix of every index, template, alias.")
     steps_retention: str = Field("90d", description="Data stream lifecycle retention of steps.")
 

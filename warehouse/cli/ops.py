@@ -97,18 +97,59 @@ def init(
     ] = None,
     fmt: FormatOpt = Format.table,
     quiet: QuietOpt = False,
+    create_roles: Annotated[
+        bool,
+        typer.Option(
+            "--create-roles",
+            help="Also create the least-privilege roles and users <prefix>-writer (training, "
+            "sync) and <prefix>-reader (dashboards, queries); run once as the elastic user.",
+        ),
+    ] = False,
+    writer_password: Annotated[
+        str | None,
+        typer.Option(
+            envvar="WAREHOUSE_ES_WRITER_PASSWORD",
+            help="Password of the writer user (use the variable: a flag shows in ps).",
+            show_default=False,
+        ),
+    ] = None,
+    reader_password: Annotated[
+        str | None,
+        typer.Option(
+            envvar="WAREHOUSE_ES_READER_PASSWORD",
+            help="Password of the reader user (use the variable: a flag shows in ps).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Set up the servers the settings name: ES templates/indices, the S3 bucket, Kibana.
 
     Idempotent: run it again after an upgrade; it says what it created, updated or kept.
     Example: WAREHOUSE_ES_URL=http://localhost:9200 warehouse init
     """
-    from warehouse.errors import WarehouseError
+    from warehouse.errors import ConfigurationError, WarehouseError
     from warehouse.output import info
 
     settings = _settings(es_url=es_url, index_prefix=prefix)
     rows: list[Row] = []
     parts = [(name, step) for name, wanted, step in INIT_STEPS if wanted(settings)]
+    if create_roles:
+        if settings.store_engine != "elasticsearch":
+            raise ConfigurationError(
+                "--create-roles creates Elasticsearch roles, but no Elasticsearch is set: "
+                "set WAREHOUSE_ES_URL (and the elastic user's credentials) first"
+            )
+        from warehouse.stores.elastic_admin import check_passwords
+
+        passwords = {"writer": writer_password, "reader": reader_password}
+        check_passwords(passwords)  # before anything is sent
+
+        def roles(settings: Settings) -> list[Row]:
+            from warehouse.stores.elastic_admin import create_roles
+
+            return create_roles(settings, passwords)
+
+        parts.insert(1, ("Elasticsearch roles", roles))
     if not parts:
         if not quiet:
             info(

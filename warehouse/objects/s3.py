@@ -84,6 +84,7 @@ class S3ObjectStore:
         read_timeout_s: float = 60.0,
         max_attempts: int = 3,
         batch_concurrency: int = BATCH_CONCURRENCY,
+        require_tls: bool = False,
     ) -> None:
         if not bucket:
             raise ConfigurationError(
@@ -112,6 +113,7 @@ class S3ObjectStore:
         self._connect_timeout_s = connect_timeout_s
         self._read_timeout_s = read_timeout_s
         self._max_attempts = max(1, max_attempts)
+        self.require_tls = require_tls
         self._lock = threading.Lock()
         self._s3: Any = None  # the boto3 S3 client, created by _client() on first use
         self._transfer = TransferConfig(
@@ -137,6 +139,7 @@ class S3ObjectStore:
             access_key_id=(key_id.get_secret_value() or None) if key_id is not None else None,
             secret_access_key=(secret.get_secret_value() or None) if secret is not None else None,
             presign_expiry_s=settings.presign_expiry_s,
+            require_tls=settings.require_tls,
             **options,
         )
 
@@ -303,6 +306,17 @@ class S3ObjectStore:
         with self._lock:
             if self._s3 is None:
                 custom = self.endpoint_url is not None
+                if custom:
+                    from warehouse.plain_http import check_credentials_transport
+
+                    # every request is signed with the keys (explicit or from boto3's chain)
+                    check_credentials_transport(
+                        str(self.endpoint_url),
+                        service="S3",
+                        setting="WAREHOUSE_S3_ENDPOINT",
+                        credentials=True,
+                        require_tls=self.require_tls,
+                    )
                 config = Config(
                     connect_timeout=self._connect_timeout_s,
                     read_timeout=self._read_timeout_s,

@@ -250,6 +250,9 @@ class Shipper:
             first = next(iter(failures.values()))
             if isinstance(first, BackendUnavailable):
                 self._mark_down(target, first)
+                if getattr(first, "hung", False) and target in self.remotes:
+                    # the client's own time-out: as hung as when _try_within gives up
+                    _HUNG[self.remotes[target].url] = (time.monotonic() + _DOWN_FOR_S, first)
             for entry in entries:
                 if entry.path in failures and entry.path.exists():
                     self.outbox.keep(entry, failures[entry.path])
@@ -425,7 +428,10 @@ class Shipper:
         )
 
     def _raise_if_strict(self, target: str, error: BaseException | None) -> None:
-        if not self.strict:
+        # An upload waiting for S3 is no failure even in strict mode: the bytes are in the
+        # local object folder and the outbox. Raising would fail the training step that
+        # logged them and cost the run its metrics (issue 14, item 8).
+        if not self.strict or target == "objects":
             return
         if isinstance(error, WarehouseError):
             raise error

@@ -21,7 +21,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
+from urllib.parse import urlsplit
 
+import elastic_transport
 import pyarrow as pa
 from elasticsearch import Elasticsearch
 
@@ -32,9 +34,11 @@ from warehouse.errors import (
     InvalidRecord,
     NotFound,
     QuerySyntaxError,
+    StoreUnavailable,
     WarehouseError,
 )
 from warehouse.models import run_version
+from warehouse.plain_http import check_credentials_transport
 from warehouse.sample_rows import SampleIds
 from warehouse.stores import elastic_bulk as bulk
 from warehouse.stores import elastic_groups as eg
@@ -65,6 +69,8 @@ log = logging.getLogger(__name__)
 
 MAX_EXPERIMENTS = 10_000
 _TIE_CANDIDATES = 10  # best runs fetched per experiment; ties among them settled client-side
+DEFAULT_TIMEOUT_S = 4.0  # as the setting es_timeout_s: one timeout + start-up fits in 5 s
+MAX_RETRIES = 2  # of refused connections and 429/5xx answers; a time-out is never retried
 WRITE_TIMEOUT_S = 120.0  # bulk chunks and delete_by_query may take longer than a search
 _FIELDS_TTL_S = 30.0
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -85,6 +91,7 @@ class ElasticStore:
         prefix: str = "warehouse",
         steps_retention: str = "90d",
         client_options: Mapping[str, Any] | None = None,
+        require_tls: bool = False,
     ) -> None:
         if isinstance(client_or_url, str):
             self._client: Elasticsearch | None = None
@@ -94,6 +101,7 @@ class ElasticStore:
             node = next(iter(client_or_url.transport.node_pool.all())).config
             self.url = f"{node.scheme}://{node.host}:{node.port}{node.path_prefix}"
         self._options = dict(client_options or {})
+        self.require_tls = require_tls
         self.prefix = prefix
         self.steps_retention = steps_retention
         self.names = index_names(prefix)
@@ -131,20 +139,28 @@ class ElasticStore:
             prefix=settings.index_prefix,
             steps_retention=settings.steps_retention,
             client_options=options,
+            require_tls=settings.require_tls,
         )
 
     # connection ----------------------------------------------------------------------------
     @property
     def client(self) -> Elasticsearch:
-        """The client, created and version-checked on first use."""
+        """The client, created and version-checked on first use.
+
+        Bounded against a server that accepts connections but never answers: a request that
+        times out (``request_timeout``, WAREHOUSE_ES_TIMEOUT_S) is not sent again, so the
+        first contact of a command costs one timeout, not one per retry. Refused connections
+        and 429/502/503/504 answers are retried (twice, 0.25 s then 0.5 s apart).
+        """
         with self._lock:
             if self._client is None:
                 options = {
-                    "max_retries": 3,
+                    "request_timeout": DEFAULT_TIMEOUT_S,
+                    "max_retries": MAX_RETRIES,
                     "retry_on_status": (429, 502, 503, 504),
-                    "retry_on_timeout": True,
+                    "retry_on_timeout": False,
                     "retry_backoff_base": 0.25,
-                    "retry_backoff_cap": 4.0,
+                    "retry_backoff_cap": 1.0,
                     **self._options,
                 }
                 if not self.url.startswith("https:"):
@@ -155,6 +171,15 @@ class ElasticStore:
                         "ssl_show_warn",
                     ):
                         options.pop(key, None)
+                check_credentials_transport(
+                    self.url,
+                    service="Elasticsearch",
+                    setting="WAREHOUSE_ES_URL",
+                    credentials="api_key" in options
+                    or "basic_auth" in options
+                    or "@" in urlsplit(self.url).netloc,
+                    require_tls=self.require_tls,
+                )
                 quiet_transport_logs()
                 try:
                     self._client = Elasticsearch(self.url, **options)
@@ -165,7 +190,18 @@ class ElasticStore:
                     ) from None
             client = self._client
         if self._info is None:
-            self._info = self._read_info(client)  # raw errors: the caller's _map_errors maps them
+            try:
+                self._info = self._read_info(client)  # other errors: the caller's _map_errors
+            except elastic_transport.ConnectionTimeout:
+                timeout = self._options.get("request_timeout", DEFAULT_TIMEOUT_S)
+                raise StoreUnavailable(
+                    f"Elasticsearch at {public_url(self.url)} accepted the connection but did "
+                    f"not answer within {timeout:g} s (WAREHOUSE_ES_TIMEOUT_S); check that it "
+                    "is healthy (not overloaded, out of disk or stopped in a debugger); "
+                    "records wait in the outbox until 'warehouse sync'",
+                    url=public_url(self.url),
+                    hung=True,  # the shipper remembers it for the process, as its own waits
+                ) from None
         return client
 
     def server_info(self) -> dict[str, Any]:
