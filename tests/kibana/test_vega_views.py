@@ -24,6 +24,7 @@ from warehouse.models import resolve_metric
 from warehouse.query import views
 from warehouse.settings import Settings, load
 from warehouse.stores import open_store
+from warehouse.stores.base import RunQuery
 from warehouse.vega import (
     STEP_PANELS,
     VL_VERSION,
@@ -61,6 +62,7 @@ def record_demo_runs(settings: Settings, cwd: Path, *, failed_run: bool = True) 
                 if acc is not None:
                     run.log_metrics(split, {"acc": acc, "loss": round(1.5 * (1 - acc) + 0.01, 6)})
             ids.append(run.run_id)
+    _spread_in_time(settings, ids)
     if not failed_run:
         return ids
     with (
@@ -69,6 +71,31 @@ def record_demo_runs(settings: Settings, cwd: Path, *, failed_run: bool = True) 
     ):
         raise RuntimeError("diverged before any metric")
     return ids
+
+
+def _spread_in_time(settings: Settings, ids: list[str]) -> None:
+    """Give the runs end times 30 s apart (as a real sweep's), newest last: recorded in a
+    few milliseconds, they would share one time bucket of every chart over time."""
+    from datetime import UTC, datetime, timedelta
+
+    from warehouse.replication import open_recording
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    recording = open_recording(settings)  # the path every run write takes: local, then ES
+    try:
+        found = recording.store.search_runs(RunQuery(limit=None))
+        docs = {d["run_id"]: d for d in found}
+        moved = []
+        for i, run_id in enumerate(ids):
+            ended = now - timedelta(seconds=30 * (len(ids) - i))
+            doc = dict(docs[run_id])
+            doc["started_at"] = (ended - timedelta(minutes=10)).isoformat()
+            doc["ended_at"] = ended.isoformat()
+            doc["updated_at"] = (now + timedelta(seconds=1)).isoformat()
+            moved.append(doc)
+        recording.store.write_runs(moved)
+    finally:
+        recording.close()
 
 
 SEP = "|~|"
