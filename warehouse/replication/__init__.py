@@ -3,7 +3,8 @@
     replication/outbox.py    the queue: one fsync'd JSON-line file per waiting record
     replication/shipper.py   ships entries to the remote Store / ObjectStore (their contracts
                              only): bounded waits, outages, ``warehouse sync``
-    replication/store.py     ReplicatingStore: the Store contract, outbox entry -> local -> ship
+                             and ReplicatingStore: the Store contract, entry -> local -> ship
+    replication/remotes.py   the remotes' health: down, hung, warnings, strict mode
     replication/objects.py   ReplicatingObjectStore: the same for artifacts and outputs
 
 :func:`open_recording` is what a recorder writes through: the local store and object folder,
@@ -18,8 +19,7 @@ from typing import TYPE_CHECKING
 
 from warehouse.replication.objects import ReplicatingObjectStore
 from warehouse.replication.outbox import Outbox
-from warehouse.replication.shipper import Remote, Shipper
-from warehouse.replication.store import ReplicatingStore
+from warehouse.replication.shipper import Remote, ReplicatingStore, Shipper
 
 if TYPE_CHECKING:
     from warehouse.objects.base import ObjectStore

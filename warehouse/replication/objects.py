@@ -1,6 +1,6 @@
 """ReplicatingObjectStore: artifacts and outputs in the local folder first, then in S3.
 
-As :class:`~warehouse.replication.store.ReplicatingStore` does for records: ``put`` adds an
+As :class:`~warehouse.replication.shipper.ReplicatingStore` does for records: ``put`` adds an
 outbox entry, stores the bytes in the local object folder, then the shipper uploads them. The
 URI returned is the remote's (``s3://bucket/prefix/key``), so records point at where the
 object will be for everyone, even while the upload still waits in the outbox; reads are served
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Self
 
 from warehouse.errors import WarehouseError
 from warehouse.objects.base import ProgressCallback, PutItem, put_each
-from warehouse.replication.store import failpoint
+from warehouse.replication.outbox import failpoint
 
 if TYPE_CHECKING:
     from warehouse.objects.base import ObjectStore

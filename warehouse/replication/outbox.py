@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import socket
 import time
 import uuid
@@ -276,4 +277,24 @@ class Outbox:
         atomic_write(entry.path, (entry.to_json() + "\n").encode("utf-8"), sync_folder=True)
 
 
-__all__ = ["CORRUPT", "KINDS", "UNREADABLE", "Entry", "Outbox", "SyncReport"]
+FAILPOINT_ENV = "WAREHOUSE_TEST_FAILPOINT"
+"""Tests only: ``after-outbox:N`` or ``after-local:N`` makes the process kill itself
+(SIGKILL) the N-th time a write passes that point (between the outbox entry and the local
+write, or between the local write and shipping), to prove no crash loses a record."""
+_passes: dict[str, int] = {}
+
+
+def failpoint(name: str) -> None:
+    """Die here, at once and without cleanup, when the test asked for this point."""
+    wanted = os.environ.get(FAILPOINT_ENV)
+    if not wanted or not wanted.startswith(name):
+        return
+    point, _, nth = wanted.partition(":")
+    if point != name:
+        return
+    _passes[name] = _passes.get(name, 0) + 1
+    if _passes[name] >= int(nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+__all__ = ["CORRUPT", "KINDS", "UNREADABLE", "Entry", "Outbox", "SyncReport", "failpoint"]

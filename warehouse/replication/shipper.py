@@ -3,7 +3,7 @@
 The one place where retries and outages are handled:
 
 1. a write adds an outbox entry first (fsync'd: the *write-ahead*), then writes the local copy
-   (:class:`~warehouse.replication.store.ReplicatingStore`,
+   (:class:`ReplicatingStore`, below,
    :class:`~warehouse.replication.objects.ReplicatingObjectStore`), then calls
    :meth:`Shipper.publish`;
 2. ``publish`` ships older waiting entries first (for a bounded time), then the new ones, each
@@ -24,26 +24,36 @@ The remotes are used only through the :class:`~warehouse.stores.base.Store` and
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Self
 
 from warehouse.errors import (
     BackendUnavailable,
     InvalidRecord,
     NotFound,
-    ObjectStoreUnavailable,
     StoreUnavailable,
     WarehouseError,
 )
-from warehouse.replication.outbox import CORRUPT, Entry, Outbox, SyncReport
+from warehouse.replication.outbox import CORRUPT, Entry, Outbox, SyncReport, failpoint
+from warehouse.replication.remotes import Remote, Remotes, target_of, unavailable
+from warehouse.stores.base import (
+    CountQuery,
+    ExperimentBest,
+    Group,
+    GroupQuery,
+    RankQuery,
+    RunQuery,
+    SampleQuery,
+    StepRange,
+)
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from warehouse.objects.base import ObjectStore, PutItem
     from warehouse.objects.local import LocalObjectStore
     from warehouse.stores.base import Store
@@ -53,27 +63,8 @@ log = logging.getLogger(__name__)
 
 PUBLISH_WAIT_S = 5.0
 """The longest a record's shipping may hold the caller (the training thread); then it waits."""
-_DOWN_FOR_S = 30.0  # after "unreachable", publish only queues for this long
-_WARN_EVERY_S = 60.0
 _OPPORTUNISTIC_BUDGET_S = 2.0
 _OBJECT_BATCH = 256  # object entries shipped together (concurrently) by a drain
-# servers that did not answer within PUBLISH_WAIT_S, by URL: (down until, error), shared by
-# every shipper of the process, so each new run does not wait on the same hung server again
-_HUNG: dict[str, tuple[float, WarehouseError]] = {}
-
-
-@dataclass(frozen=True)
-class Remote:
-    """One remote side: how to open it (lazily), what to call it, where it is."""
-
-    label: str  # "Elasticsearch", "S3": for messages
-    url: str  # where it is (no credentials): the key of the process-wide hung memory
-    open: Callable[[], Store] | Callable[[], ObjectStore]
-
-
-def target_of(kind: str) -> str:
-    """Which remote an entry kind ships to: ``objects`` or ``store``."""
-    return "objects" if kind in ("object", "delete_objects") else "store"
 
 
 class Shipper:
@@ -92,14 +83,17 @@ class Shipper:
         self.outbox = outbox
         self.local = local
         self.local_objects = local_objects
-        self.remotes = {name: r for name, r in (("store", store), ("objects", objects)) if r}
-        self.strict = strict
-        self._opened: dict[str, Store | ObjectStore] = {}
-        self._lock = threading.Lock()
-        self._down_until: dict[str, float] = {}
-        self._warned_at: dict[str, float] = {}
-        self._last_error: dict[str, WarehouseError] = {}
+        remotes = {name: r for name, r in (("store", store), ("objects", objects)) if r}
+        self.health = Remotes(remotes, outbox, strict=strict)
         self._local_seq: dict[str, int] = {}  # during a drain: the last step seq stored locally
+
+    @property
+    def remotes(self) -> dict[str, Remote]:
+        return self.health.remotes
+
+    @property
+    def strict(self) -> bool:
+        return self.health.strict
 
     # the writers' call ------------------------------------------------------------------------
     def ships(self, kind: str) -> bool:
@@ -108,7 +102,7 @@ class Shipper:
 
     def remote(self, target: str) -> Store | ObjectStore:
         """The remote store (``store``) or object store (``objects``), opened on first use."""
-        return self._open(target)
+        return self.health.open(target)
 
     def publish(self, entries: Sequence[Entry]) -> None:
         """Ship entries just added (their local write done): older waiting ones first, then
@@ -116,19 +110,19 @@ class Shipper:
         if not entries:
             return
         target = target_of(entries[0].kind)
-        if not self._is_down(target) and self.outbox.count() > len(entries):
+        if not self.health.is_down(target) and self.outbox.count() > len(entries):
             self._drain_some(_OPPORTUNISTIC_BUDGET_S)  # older entries first
             entries = [e for e in entries if e.path.exists()]  # not shipped by that drain
             if not entries:
                 return
-        if self._is_down(target):
-            self._warn(target, None)
-            self._raise_if_strict(target, self._last_error.get(target))
+        if self.health.is_down(target):
+            self.health.warn(target, None)
+            self.health.raise_if_strict(target, self.health.last_error.get(target))
             return
         error = self._try_within(entries, PUBLISH_WAIT_S)
         if error is not None:
-            self._warn(target, error)
-            self._raise_if_strict(target, error)
+            self.health.warn(target, error)
+            self.health.raise_if_strict(target, error)
 
     # warehouse sync ---------------------------------------------------------------------------
     def drain(
@@ -158,7 +152,7 @@ class Shipper:
                     report.failed.append((group[0], problem))
                 elif target in down:
                     for entry in group:
-                        skipped = self._not_tried(target, entry)
+                        skipped = self.health.not_tried(target, entry)
                         self.outbox.keep(entry, skipped)
                         report.failed.append((entry, str(skipped)))
                 else:
@@ -181,16 +175,12 @@ class Shipper:
                     reason = f"corrupt outbox entry set aside in {path}; inspect it, then delete it"
                     report.failed.append((Entry(path, CORRUPT, 0, {}, 0, reason, CORRUPT), reason))
         if report.shipped:
-            self._down_until.clear()
+            self.health.clear()
         return report
 
     def close(self) -> None:
         """Close the remote connections (they reopen if the shipper is used again)."""
-        with self._lock:
-            opened, self._opened = self._opened, {}
-        for backend in opened.values():
-            with contextlib.suppress(Exception):
-                backend.close()
+        self.health.close()
 
     # shipping ---------------------------------------------------------------------------------
     def _drain_some(self, budget_s: float) -> None:
@@ -204,7 +194,7 @@ class Shipper:
                     return
                 if entry.problem is not None or entry.last_error_type == "InvalidRecord":
                     continue  # needs a person: `warehouse sync` reports it
-                if self._is_down(target_of(entry.kind)):
+                if self.health.is_down(target_of(entry.kind)):
                     continue
                 left = deadline - time.monotonic()
                 if isinstance(self._try_within([entry], max(left, 0.05)), BackendUnavailable):
@@ -226,16 +216,7 @@ class Shipper:
         threading.Thread(target=attempt, name="warehouse-ship", daemon=True).start()
         if done.wait(wait_s):
             return outcome[0] if outcome else None
-        target = target_of(entries[0].kind)
-        remote = self.remotes[target]
-        cls = ObjectStoreUnavailable if target == "objects" else StoreUnavailable
-        error = cls(
-            f"{remote.label} did not answer within {wait_s:.0f} s; the record waits in the "
-            f"outbox ({self.outbox.folder}); run 'warehouse sync' when it answers again"
-        )
-        self._mark_down(target, error)
-        _HUNG[remote.url] = (time.monotonic() + _DOWN_FOR_S, error)
-        return error
+        return self.health.timed_out(target_of(entries[0].kind), wait_s)
 
     def _try(self, entries: Sequence[Entry], *, replay: bool) -> BaseException | None:
         """Ship entries of one kind; on success delete them, on failure keep them with the
@@ -249,18 +230,15 @@ class Shipper:
         if failures:
             first = next(iter(failures.values()))
             if isinstance(first, BackendUnavailable):
-                self._mark_down(target, first)
-                if getattr(first, "hung", False) and target in self.remotes:
-                    # the client's own time-out: as hung as when _try_within gives up
-                    _HUNG[self.remotes[target].url] = (time.monotonic() + _DOWN_FOR_S, first)
+                # a client's own time-out (hung) counts as when _try_within gives up
+                self.health.mark_down(target, first, hung=bool(getattr(first, "hung", False)))
             for entry in entries:
                 if entry.path in failures and entry.path.exists():
                     self.outbox.keep(entry, failures[entry.path])
                 elif entry.path not in failures:
                     self.outbox.remove(entry)
             return first
-        self._down_until.pop(target, None)
-        _HUNG.pop(self.remotes[target].url if target in self.remotes else target, None)
+        self.health.mark_up(target)
         for entry in entries:
             self.outbox.remove(entry)
         return None
@@ -277,10 +255,10 @@ class Shipper:
         if kind == "delete_objects":
             for entry in entries:
                 self.local_objects.delete_prefix(entry.payload["prefix"])  # a replay: idempotent
-                self._remote_objects().delete_prefix(entry.payload["prefix"])
+                self.health.objects().delete_prefix(entry.payload["prefix"])
                 self.outbox.remove(entry)
             return {}
-        store = self._remote_store() if "store" in self.remotes else None
+        store = self.health.store() if "store" in self.remotes else None
         for entry in entries:
             p = entry.payload
             if kind == "run":
@@ -339,7 +317,7 @@ class Shipper:
             items.append((entry, (p["key"], path, p.get("content_type"), p["sha256"])))
         if not items:
             return {}
-        remote = self._remote_objects()
+        remote = self.health.objects()
         try:
             remote.put_many([item for _, item in items])
             return {}
@@ -350,7 +328,7 @@ class Shipper:
         unreachable = False
         for entry, (key, source, content_type, sha256) in items:
             if unreachable:
-                failures[entry.path] = self._not_tried("objects", entry)
+                failures[entry.path] = self.health.not_tried("objects", entry)
                 continue
             try:
                 remote.put(key, source, content_type=content_type, sha256=sha256)
@@ -360,92 +338,138 @@ class Shipper:
                 unreachable = isinstance(error, BackendUnavailable)
         return failures
 
-    def _not_tried(self, target: str, entry: Entry) -> BackendUnavailable:
-        """The reason kept on an entry not tried because its server failed on another one."""
-        remote = self.remotes.get(target)
-        where = f"{remote.label} at {remote.url}" if remote is not None else target
-        cls = ObjectStoreUnavailable if target == "objects" else StoreUnavailable
-        return cls(
-            f"{entry.describe()} was not tried: {where} could not be reached earlier in this "
-            "sync; run 'warehouse sync' again once it answers"
-        )
-
-    # remotes and their health -----------------------------------------------------------------
-    def _remote_store(self) -> Store:
-        return cast("Store", self._open("store"))
-
-    def _remote_objects(self) -> ObjectStore:
-        return cast("ObjectStore", self._open("objects"))
-
-    def _open(self, target: str) -> Store | ObjectStore:
-        with self._lock:
-            backend = self._opened.get(target)
-            if backend is None:
-                remote = self.remotes.get(target)
-                if remote is None:
-                    from warehouse.errors import ConfigurationError
-
-                    what = "files wait for S3" if target == "objects" else "records wait for"
-                    raise ConfigurationError(
-                        f"{what} {'' if target == 'objects' else 'Elasticsearch '}but none is "
-                        "configured; set WAREHOUSE_ES_URL / WAREHOUSE_S3_URL and run "
-                        "'warehouse sync' again"
-                    )
-                backend = self._opened[target] = remote.open()
-            return backend
-
-    def _mark_down(self, target: str, error: WarehouseError) -> None:
-        self._down_until[target] = time.monotonic() + _DOWN_FOR_S
-        self._last_error[target] = error
-
-    def _is_down(self, target: str) -> bool:
-        now = time.monotonic()
-        remote = self.remotes.get(target)
-        hung = _HUNG.get(remote.url) if remote is not None else None
-        if hung is not None and now < hung[0] and now >= self._down_until.get(target, 0.0):
-            # another shipper of this process found it hung a moment ago: do not wait again
-            self._down_until[target], self._last_error[target] = hung
-        return now < self._down_until.get(target, 0.0)
-
-    def _warn(self, target: str, error: BaseException | None) -> None:
-        """One warning per failure; the same reason again within a minute only at debug level
-        (a server that stays down, or refuses every step batch, does not flood the log)."""
-        if error is None:
-            error = self._last_error.get(target)
-        label = self.remotes[target].label if target in self.remotes else target
-        message = str(error) if error is not None else f"{label} is unreachable"
-        now = time.monotonic()
-        waiting = self.outbox.count()
-        if now - self._warned_at.get(message, -_WARN_EVERY_S) < _WARN_EVERY_S:
-            log.debug("%s (%d record(s) in the outbox)", message, waiting)
-            return
-        self._warned_at[message] = now
-        log.warning(
-            "%s — %d record(s) wait in %s; run 'warehouse sync' to ship them",
-            message,
-            waiting,
-            self.outbox.folder,
-        )
-
-    def _raise_if_strict(self, target: str, error: BaseException | None) -> None:
-        # An upload waiting for S3 is no failure even in strict mode: the bytes are in the
-        # local object folder and the outbox. Raising would fail the training step that
-        # logged them and cost the run its metrics (issue 14, item 8).
-        if not self.strict or target == "objects":
-            return
-        if isinstance(error, WarehouseError):
-            raise error
-        cls = ObjectStoreUnavailable if target == "objects" else StoreUnavailable
-        label = self.remotes[target].label if target in self.remotes else target
-        raise cls(
-            f"{label} is unreachable; the record is kept in the outbox ({self.outbox.folder}); "
-            "run 'warehouse sync' when it is back"
-        )
-
     def _unexpected(self, entries: Sequence[Entry], exc: Exception) -> WarehouseError:
         log.debug("unexpected error shipping %s", entries[0].path, exc_info=exc)
-        cls = ObjectStoreUnavailable if entries[0].kind == "object" else StoreUnavailable
+        cls = unavailable(target_of(entries[0].kind))
         return cls(f"shipping {entries[0].describe()} failed: {type(exc).__name__}: {exc}")
+
+
+# --- the writers' side: the Store contract made durable ---------------------------------------
+
+
+class ReplicatingStore:
+    """``local`` written first and read back; every write shipped on by ``shipper``."""
+
+    def __init__(self, local: LocalStore, shipper: Shipper) -> None:
+        self.local = local
+        self.shipper = shipper
+
+    # writes: entry, local write, ship ---------------------------------------------------------
+    def write_runs(self, docs: Sequence[dict[str, Any]]) -> None:
+        entries = [self.shipper.outbox.add("run", {"doc": doc}) for doc in docs]
+        if self._local(entries, lambda: self.local.write_runs(docs), keep=True):
+            self._ship(entries)
+
+    def write_samples(
+        self, run_id: str, experiment: str, split: str, batches: Iterable[pa.RecordBatch]
+    ) -> int:
+        entry = self.shipper.outbox.add(
+            "samples", {"run_id": run_id, "experiment": experiment, "split": split}
+        )
+        count: list[int] = []
+        self._local(
+            [entry],
+            lambda: count.append(self.local.write_samples(run_id, experiment, split, batches)),
+            keep=False,
+        )
+        self._ship([entry])
+        return count[0]
+
+    def write_steps(self, run_id: str, experiment: str, steps: Sequence[dict[str, Any]]) -> None:
+        if not steps:
+            return
+        entry = self.shipper.outbox.add(
+            "steps", {"run_id": run_id, "experiment": experiment, "steps": list(steps)}
+        )
+        if self._local(
+            [entry], lambda: self.local.write_steps(run_id, experiment, steps), keep=True
+        ):
+            self._ship([entry])
+
+    def delete_runs(self, run_ids: Sequence[str]) -> int:
+        """The deletion goes in the outbox first, the runs' waiting writes leave it (so nothing
+        comes back when it drains), then the local copy goes and the deletion ships."""
+        if not run_ids:
+            return 0
+        entry = self.shipper.outbox.add("delete", {"run_ids": list(run_ids)})
+        self.shipper.outbox.purge(run_ids)
+        count = self.local.delete_runs(run_ids)
+        self._ship([entry])
+        return count
+
+    def _local(self, entries: list[Entry], write: Callable[[], object], *, keep: bool) -> bool:
+        """The local write: True when done. A refused record takes its entries with it (there
+        is nothing to ship); with ``keep``, entries whose write failed for a reason outside the
+        record (I/O) stay in the outbox, which then holds the only copy (False). A write cut
+        short by anything else (Ctrl-C, SIGTERM, a bug) may have stored the record: its
+        entries stay, and ship (or write locally) at the next sync, idempotently."""
+        failpoint("after-outbox")
+        try:
+            write()
+        except StoreUnavailable as exc:
+            if not keep:
+                self._discard(entries)
+                raise
+            for entry in entries:
+                self.shipper.outbox.keep(entry, exc)
+            log.warning(
+                "%s — kept in the outbox (%s); run 'warehouse sync' once the local store can "
+                "be written",
+                exc,
+                self.shipper.outbox.folder,
+            )
+            if self.shipper.strict:
+                raise
+            return False
+        except WarehouseError:  # refused (InvalidRecord ...): nothing was stored
+            self._discard(entries)
+            raise
+        failpoint("after-local")
+        return True
+
+    def _ship(self, entries: list[Entry]) -> None:
+        if self.shipper.ships(entries[0].kind):
+            self.shipper.publish(entries)
+        else:  # no remote to take it: the local write was all there was to do
+            self._discard(entries)
+
+    def _discard(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            self.shipper.outbox.remove(entry)
+
+    # reads: the local copy --------------------------------------------------------------------
+    def search_runs(self, query: RunQuery) -> list[dict[str, Any]]:
+        return self.local.search_runs(query)
+
+    def best_per_experiment(self, query: RankQuery) -> list[ExperimentBest]:
+        return self.local.best_per_experiment(query)
+
+    def count_by(self, query: CountQuery) -> dict[str, int]:
+        return self.local.count_by(query)
+
+    def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:
+        return self.local.search_samples(query)
+
+    def sample_batches(
+        self, run_id: str, split: str, columns: Sequence[str] | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        return self.local.sample_batches(run_id, split, columns)
+
+    def group_samples(self, query: GroupQuery) -> list[Group]:
+        return self.local.group_samples(query)
+
+    def steps(self, query: StepRange) -> Iterator[dict[str, Any]]:
+        return self.local.steps(query)
+
+    def close(self) -> None:
+        self.shipper.close()
+        self.local.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _next_group(entries: Sequence[Entry], start: int) -> list[Entry]:
@@ -463,4 +487,4 @@ def _max_seq(steps: Sequence[dict[str, Any]]) -> int:
     return max((int(s["seq"]) for s in steps if isinstance(s.get("seq"), int)), default=-1)
 
 
-__all__ = ["PUBLISH_WAIT_S", "Remote", "Shipper", "target_of"]
+__all__ = ["PUBLISH_WAIT_S", "Remote", "ReplicatingStore", "Shipper", "target_of"]
