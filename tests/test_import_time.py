@@ -94,3 +94,12 @@ def test_the_step_logger_loads_no_table_library_or_json_encoder() -> None:
     orjson (encode_lines imports it on first use), psutil (the sampler's thread does)."""
     body = "from warehouse.live.steps import StepLogger"
     assert loaded_after(body, extra=("orjson",)) == []
+
+
+def test_the_local_store_loads_no_elasticsearch_client() -> None:
+    """Every recorded run opens the local store (the first, durable write): it shares the
+    params_extra rules with the Elasticsearch translation, not the client behind it."""
+    loaded = loaded_after("import warehouse.stores.local", extra=("elastic_transport",))
+    assert "elasticsearch" not in loaded
+    assert "elastic_transport" not in loaded
+    assert "pyarrow" in loaded  # the check itself can see a heavy import

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import math
-import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
@@ -29,7 +28,13 @@ from warehouse import lucene
 from warehouse.docpath import get_path
 from warehouse.errors import QuerySyntaxError
 from warehouse.stores.base import ExperimentBest, RankQuery, RunQuery
-from warehouse.stores.elastic_templates import MAX_TYPED_PARAMS
+from warehouse.stores.params_extra import (
+    EXTRA,
+    extra_bounds,
+    extra_wildcard_error,
+    wildcard_prefix,
+    wildcard_stem,
+)
 from warehouse.values import parse_time
 
 PAGE = 1000
@@ -51,7 +56,6 @@ _NUMERIC = frozenset(
 )
 _DATES = frozenset({"date", "date_nanos"})
 _LISTS = frozenset({"tags", "invalid_metrics", "overrides"})  # as the local store types them
-EXTRA = "params_extra"
 
 
 def kinds(mapping_answer: Mapping[str, Any]) -> dict[str, str]:
@@ -185,41 +189,6 @@ def extra_leaf(
         raise extra_wildcard_error(field, node.value)
     assert isinstance(node, lucene.Term | lucene.Phrase)
     return {"term": {field: node.value}}
-
-
-def extra_bounds(node: lucene.Range) -> tuple[str, str]:
-    """A range's bounds on ``params_extra`` (text), both given: keyed ``flattened`` fields
-    take no one-sided range."""
-    low = "" if node.low is None else node.low
-    high = lucene.TEXT_MAX if node.high is None else node.high
-    return low, high
-
-
-def wildcard_prefix(pattern: str) -> str | None:
-    """``abc*`` → ``abc`` (unescaped); None when the pattern is not a plain prefix."""
-    if not pattern.endswith("*") or pattern.endswith("\\*"):
-        return None
-    body = pattern[:-1]
-    if re.search(r"(?<!\\)(?:\\\\)*[*?]", body):
-        return None
-    return re.sub(r"\\(.)", r"\1", body)
-
-
-def extra_wildcard_error(field: str, pattern: str) -> QuerySyntaxError:
-    """The error for a wildcard on a key some runs keep in ``params_extra``."""
-    key = field.split(".", 1)[1]
-    return QuerySyntaxError(
-        f"params.{key}:{pattern}: runs with more than {MAX_TYPED_PARAMS:,} params keep "
-        f"params.{key} in params_extra, where Elasticsearch takes no wildcard but a trailing * "
-        f"(a prefix); write params.{key}:{wildcard_stem(pattern) or 'abc'}* or an exact value",
-        field=f"params.{key}",
-    )
-
-
-def wildcard_stem(pattern: str) -> str:
-    """The literal start of a wildcard pattern (up to its first wildcard)."""
-    found = re.search(r"(?<!\\)(?:\\\\)*[*?]", pattern)
-    return pattern if found is None else pattern[: found.start() + len(found.group()) - 1]
 
 
 def _leaf(node: lucene.Node, field: str, kind: str) -> dict[str, Any]:

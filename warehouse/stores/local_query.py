@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from warehouse import lucene
-from warehouse.stores import elastic_query
+from warehouse.stores import params_extra as extra
 from warehouse.stores.elastic_templates import MAX_TYPED_PARAMS
 
 
@@ -80,7 +80,7 @@ class _ExtraParams:
     """Where Elasticsearch keeps params of runs with huge configs: past the first
     :data:`MAX_TYPED_PARAMS` keys (sorted), in ``params_extra``, a keyed ``flattened`` field
     holding each value as keyword text. Filters on ``params.<key>`` treat those runs' values
-    the way Elasticsearch does there (:func:`elastic_query.extra_leaf`)."""
+    the way Elasticsearch does there (``elastic_query.extra_leaf``)."""
 
     def __init__(self, table: pa.Table, names: Collection[str]) -> None:
         self.n = table.num_rows
@@ -131,25 +131,25 @@ class _ExtraParams:
             isinstance(node, lucene.Term)
             and node.wildcard
             and any(held.values())
-            and elastic_query.wildcard_prefix(node.value) is None
+            and extra.wildcard_prefix(node.value) is None
         ):
-            raise elastic_query.extra_wildcard_error(f"{elastic_query.EXTRA}.{key}", node.value)
+            raise extra.extra_wildcard_error(f"{extra.EXTRA}.{key}", node.value)
         for row, texts in held.items():
             out[row] = any(_extra_match(node, v) for v in texts)
         return out
 
 
 def _extra_match(node: lucene.Leaf, value: str) -> bool:
-    """Whether one params_extra text matches, as :func:`elastic_query.extra_leaf` asks."""
+    """Whether one params_extra text matches, as ``elastic_query.extra_leaf`` asks."""
     if isinstance(node, lucene.Exists):
         return True
     if isinstance(node, lucene.Range):
-        low, high = elastic_query.extra_bounds(node)
+        low, high = extra.extra_bounds(node)
         above = value >= low if node.include_low or node.low is None else value > low
         below = value <= high if node.include_high or node.high is None else value < high
         return above and below
     if isinstance(node, lucene.Term) and node.wildcard:
-        prefix = elastic_query.wildcard_prefix(node.value)
+        prefix = extra.wildcard_prefix(node.value)
         return prefix is not None and value.startswith(prefix)
     return value == node.value
 
