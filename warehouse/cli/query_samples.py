@@ -4,9 +4,9 @@ most runs get wrong.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -26,6 +26,11 @@ from warehouse.cli.query import (
 )
 from warehouse.docpath import get_path
 from warehouse.output import Format, info
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from warehouse.stores.base import SampleQuery, Store
 
 
 @query_app.command()
@@ -140,6 +145,18 @@ def samples(
             score = views.finite(get_path(chosen, path))
             shown = "" if score is None else f", {name} = {score:.4g}"
             info(f"best run: {chosen.get('run_id')} ({chosen.get('experiment')}{shown})")
+        if fmt is Format.csv and download is None and _whole(result.query):
+            # every row in stored order: Arrow batches straight to CSV, flat in memory
+            import sys
+
+            from warehouse.models import SAMPLE_FIXED_COLUMNS
+            from warehouse.streaming import write_csv_batches
+
+            count = write_csv_batches(
+                _batches(store, result.query, chosen), sys.stdout, empty_header=SAMPLE_FIXED_COLUMNS
+            )
+            finish(count, fail_empty, "samples match")
+            return
         rows: Iterable[dict[str, Any]] = result
         if download is not None:
             rows = list(result)
@@ -157,6 +174,24 @@ def samples(
         written = download_outputs(rows, download, settings)
         info(f"saved {len(written)} outputs in {download}")
     finish(count, fail_empty, "samples match")
+
+
+def _whole(query: SampleQuery) -> bool:
+    """Every stored row in stored order (no sort, filter or limit): what the stores' batches
+    give, so the rows never become Python dicts."""
+    return query.sort is None and query.filter is None and query.limit is None and not query.offset
+
+
+def _batches(store: Store, query: SampleQuery, run: dict[str, Any]) -> Iterator[pa.RecordBatch]:
+    """The stored rows a batch at a time, split by split, in the order rows are listed."""
+    from warehouse.errors import NotFound
+
+    counts = run.get("sample_counts") or {}
+    for split in [query.split] if query.split else sorted(counts):
+        try:
+            yield from store.sample_batches(query.run_id, split)
+        except NotFound:  # counted, never written (a run cut short)
+            continue
 
 
 def _hardest(
