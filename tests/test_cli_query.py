@@ -579,6 +579,7 @@ def test_samples_csv_streams_from_the_store_without_listing_rows(
                     "status": "completed",
                     "metrics": {},
                     "started_at": "2025-01-01T00:00:00Z",
+                    "sample_counts": {"val": n},
                 }
             ]
         )
@@ -597,17 +598,25 @@ def test_samples_csv_streams_from_the_store_without_listing_rows(
                 ]
             ),
         )
+    from warehouse import streaming
+
     seen: list[int] = []
-    real_write_csv = write_csv
+    real_writer = streaming.write_csv_batches
 
-    def spy(rows: Any, out: Any, **options: Any) -> int:
-        assert not isinstance(rows, list)  # the CLI hands the stream over, not a list
-        seen.append(1)
-        return real_write_csv(rows, out, **options)
+    def spy(batches: Any, out: Any, **options: Any) -> int:
+        assert not isinstance(batches, list)  # the CLI hands the stream over, not a list
 
-    monkeypatch.setattr("warehouse.output.write_csv", spy)
+        def counted() -> Any:
+            for batch in batches:
+                assert isinstance(batch, pa.RecordBatch)  # Arrow batches, never dict rows
+                seen.append(batch.num_rows)
+                yield batch
+
+        return real_writer(counted(), out, **options)
+
+    monkeypatch.setattr("warehouse.streaming.write_csv_batches", spy)
     result = query("samples", "--run", rid("ee"), "--limit", "0", "-f", "csv")
-    assert seen == [1]
+    assert sum(seen) == n
     assert len(result.stdout.splitlines()) == n + 1
 
 

@@ -145,7 +145,7 @@ def samples(
             score = views.finite(get_path(chosen, path))
             shown = "" if score is None else f", {name} = {score:.4g}"
             info(f"best run: {chosen.get('run_id')} ({chosen.get('experiment')}{shown})")
-        if fmt is Format.csv and download is None and _whole(result.query):
+        if fmt is Format.csv and download is None and _whole(result.query, chosen):
             # every row in stored order: Arrow batches straight to CSV, flat in memory
             import sys
 
@@ -176,10 +176,11 @@ def samples(
     finish(count, fail_empty, "samples match")
 
 
-def _whole(query: SampleQuery) -> bool:
-    """Every stored row in stored order (no sort, filter or limit): what the stores' batches
-    give, so the rows never become Python dicts."""
-    return query.sort is None and query.filter is None and query.limit is None and not query.offset
+def _whole(query: SampleQuery, run: dict[str, Any]) -> bool:
+    """Every stored row in stored order (no sort, filter or limit) of splits the run names:
+    what the stores' batches give, so the rows never become Python dicts."""
+    plain = query.sort is None and query.filter is None and query.limit is None
+    return plain and not query.offset and bool(query.split or run.get("sample_counts"))
 
 
 def _batches(store: Store, query: SampleQuery, run: dict[str, Any]) -> Iterator[pa.RecordBatch]:
