@@ -24,11 +24,13 @@ a pydantic model or an ``argparse.Namespace`` into plain JSON data, redacted
   ``db_host``), an empty key ``_``; should two keys still collide, the first wins and a warning
   names the key.
 - Nesting deeper than 200 levels is cut (recorded as the string ``"<too deep>"``, with a
-  warning); reference cycles in plain containers become ``"<cycle>"``.
+  warning); reference cycles in plain containers become ``"<cycle>"``. Values too large to
+  record are cut to a note (:mod:`warehouse.capture.limits`).
 
-:func:`hydra_info` reads the running Hydra job (overrides, job name/number, sweep and run
-directories, a ``sweep_id`` shared by all jobs of one multirun). OmegaConf and Hydra are
-imported inside the functions, and only when the given object or process already uses them.
+:func:`hydra_info` (:mod:`warehouse.capture.hydra_job`) reads the running Hydra job
+(overrides, job name/number, sweep and run directories, a ``sweep_id`` shared by all jobs of
+one multirun). OmegaConf and Hydra are imported inside the functions, and only when the given
+object or process already uses them.
 """
 
 from __future__ import annotations
@@ -37,18 +39,23 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
-import hashlib
 import json
 import logging
 import math
 import numbers
-import os
-import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
+from warehouse.capture.hydra_job import hydra_info, hydra_meta, hydra_node, is_omegaconf
+from warehouse.capture.limits import (
+    MAX_DEPTH,
+    cap_config,
+    cap_overrides,
+    dotted,
+    is_scalar,
+)
 from warehouse.capture.redact import (
     RedactPolicy,
     as_policy,
@@ -60,18 +67,6 @@ from warehouse.capture.redact import (
 log = logging.getLogger(__name__)
 
 Scalar = str | int | float | bool | None
-
-MAX_DEPTH = 200
-"""Containers nested deeper than this are recorded as ``"<too deep>"``."""
-
-MAX_VALUE_BYTES = 64 * 1024
-"""A config value (a string, a list of scalars) longer than this as JSON is cut to a note."""
-
-MAX_CONFIG_BYTES = 1024 * 1024
-"""The recorded config never takes more than this as JSON: the largest values are cut first."""
-
-CUT_PREVIEW = 200
-"""Characters of a cut value kept in its note."""
 
 _ARRAY_MODULES = frozenset({"numpy", "torch", "jax", "jaxlib", "tensorflow", "cupy", "mlx"})
 _INT64 = 2**63
@@ -105,10 +100,10 @@ def capture_config(cfg: Any, patterns: Sequence[str] | RedactPolicy) -> Captured
     overrides: list[str] = []
     hydra: dict[str, Any] = {}
     secrets: set[str] = set()
-    hydra_node = _hydra_node(cfg)
+    hydra_root = hydra_node(cfg)
     policy = as_policy(patterns)
-    if hydra_node is not None:
-        raw_overrides, raw_hydra = _hydra_meta(hydra_node)
+    if hydra_root is not None:
+        raw_overrides, raw_hydra = hydra_meta(hydra_root)
         secrets = override_secrets(raw_overrides, policy)
         overrides = cap_overrides(redact_overrides(raw_overrides, policy))
         hydra = redact_config(raw_hydra, policy, secrets=secrets)
@@ -138,125 +133,6 @@ def capture_config(cfg: Any, patterns: Sequence[str] | RedactPolicy) -> Captured
     )
 
 
-def cap_config(
-    config: dict[str, Any],
-    *,
-    per_value: int = MAX_VALUE_BYTES,
-    total: int = MAX_CONFIG_BYTES,
-) -> tuple[dict[str, Any], list[str]]:
-    """``config`` with no value above ``per_value`` bytes and no more than ``total`` in all,
-    and the dotted keys of what was cut (with their sizes).
-
-    A value is a string or a list of scalars (one param). A cut value becomes a note string
-    saying what it was (``[cut by warehouse: 52,428,800 bytes ...; it began: '...']``) and
-    one warning names the keys. Over ``total``, the largest values go first; a config of
-    countless small values loses its largest top-level entries, whole."""
-    cut: list[str] = []
-    leaves: list[tuple[int, Any, Any, str]] = []  # size, container, key, dotted path
-
-    def walk(node: Any, path: tuple[str, ...], depth: int) -> tuple[Any, int]:
-        if isinstance(node, str) or (
-            isinstance(node, list) and node and all(_is_scalar(i) for i in node)
-        ):
-            size = _json_size(node)
-            if size > per_value:
-                cut.append(f"{_dotted(path)} ({size:,} bytes)")
-                note = _cut_note(node, size, f"{per_value:,}-byte limit per value")
-                return note, _json_size(note)
-            return node, size
-        if isinstance(node, dict) and depth <= MAX_DEPTH:
-            out: dict[str, Any] = {}
-            size = 2
-            for key, value in node.items():
-                out[key], child = walk(value, (*path, str(key)), depth + 1)
-                size += child + _json_size(str(key)) + 2
-                if _is_leaf(out[key]):
-                    leaves.append((child, out, key, _dotted((*path, str(key)))))
-            return out, size
-        if isinstance(node, list) and depth <= MAX_DEPTH:
-            items: list[Any] = []
-            size = 2
-            for index, value in enumerate(node):
-                item, child = walk(value, (*path, str(index)), depth + 1)
-                items.append(item)
-                size += child + 1
-                if _is_leaf(item):
-                    leaves.append((child, items, index, _dotted((*path, str(index)))))
-            return items, size
-        return node, _json_size(node)
-
-    capped, size = walk(config, (), 0)
-    if size > total:
-        for leaf_size, container, key, dotted in sorted(leaves, key=lambda x: -x[0]):
-            if size <= total or leaf_size < 256:
-                break
-            note = _cut_note(container[key], leaf_size, f"{total:,}-byte limit for the config")
-            container[key] = note
-            size -= leaf_size - _json_size(note)
-            cut.append(f"{dotted} ({leaf_size:,} bytes)")
-        for key in sorted(capped, key=lambda k: -_json_size(capped[k])):
-            if size <= total:
-                break
-            entry = _json_size(capped[key])
-            note = _cut_note(None, entry, f"{total:,}-byte limit for the config")
-            capped[key] = note
-            size -= entry - _json_size(note)
-            cut.append(f"{key} ({entry:,} bytes)")
-    if cut:
-        log.warning(
-            "config values too large to record were cut (a note in the record says what was "
-            "there): %s",
-            ", ".join(cut[:20]) + (f" (and {len(cut) - 20} more)" if len(cut) > 20 else ""),
-        )
-    return capped, cut
-
-
-def cap_overrides(overrides: list[str], per_value: int = MAX_VALUE_BYTES) -> list[str]:
-    """Overrides with any one longer than ``per_value`` bytes cut to a note."""
-    out = []
-    for item in overrides:
-        size = _json_size(item)
-        if size > per_value:
-            key = item.partition("=")[0]
-            log.warning("override %s is %s bytes; recorded cut", key[:200], f"{size:,}")
-            item = f"{key}={_cut_note(item, size, f'{per_value:,}-byte limit per value')}"
-        out.append(item)
-    return out
-
-
-def _is_leaf(node: Any) -> bool:
-    return isinstance(node, str) or (
-        isinstance(node, list) and bool(node) and all(_is_scalar(i) for i in node)
-    )
-
-
-def _json_size(node: Any) -> int:
-    """The bytes ``node`` takes as JSON (exact for strings, close for the rest)."""
-    if isinstance(node, str):
-        return (
-            len(node.encode("utf-8", errors="replace")) + 2 if not node.isascii() else len(node) + 2
-        )
-    if isinstance(node, bool) or node is None:
-        return 5
-    if isinstance(node, int | float):
-        return len(repr(node))
-    if isinstance(node, dict):
-        return 2 + sum(_json_size(str(k)) + 2 + _json_size(v) for k, v in node.items())
-    if isinstance(node, list):
-        return 2 + sum(_json_size(i) + 1 for i in node)
-    return len(str(node)) + 2
-
-
-def _cut_note(value: Any, size: int, limit: str) -> str:
-    kind = "text" if isinstance(value, str) else "a list" if isinstance(value, list) else "entry"
-    began = ""
-    if isinstance(value, str):
-        began = f"; it began: {value[:CUT_PREVIEW]!r}"
-    elif isinstance(value, list):
-        began = f"; it began: {json.dumps(value[:10], ensure_ascii=False)[:CUT_PREVIEW]}"
-    return f"[cut by warehouse: {kind} of {size:,} bytes, over the {limit}{began}]"
-
-
 def flatten_params(config: Mapping[str, Any]) -> dict[str, Scalar]:
     """The scalar leaves of ``config`` under dotted keys (``{"model": {"C": 1}}`` → ``model.C``).
 
@@ -277,7 +153,7 @@ def _flatten(node: Any, prefix: str, out: dict[str, Scalar], depth: int) -> None
             _flatten(value, f"{prefix}.{name}" if prefix else name, out, depth + 1)
         return
     if isinstance(node, list | tuple):
-        if all(_is_scalar(item) for item in node):
+        if all(is_scalar(item) for item in node):
             _put(
                 out,
                 prefix or _ROOT_KEY,
@@ -287,15 +163,11 @@ def _flatten(node: Any, prefix: str, out: dict[str, Scalar], depth: int) -> None
             for index, item in enumerate(node):
                 _flatten(item, f"{prefix}.{index}" if prefix else str(index), out, depth + 1)
         return
-    if _is_scalar(node):
+    if is_scalar(node):
         _put(out, prefix or _ROOT_KEY, _param_scalar(node))
         return
     # not plain data yet (flatten_params called on a raw object): convert, then flatten
     _flatten(_Converter().plain(node, (), depth), prefix, out, depth)
-
-
-def _is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float)
 
 
 def _param_scalar(value: Scalar) -> Scalar:
@@ -373,11 +245,11 @@ class _Converter:
         if depth > MAX_DEPTH:
             if not self._too_deep_warned:
                 log.warning(
-                    "config nested deeper than %d levels is cut at %s", MAX_DEPTH, _dotted(path)
+                    "config nested deeper than %d levels is cut at %s", MAX_DEPTH, dotted(path)
                 )
                 self._too_deep_warned = True
             return "<too deep>"
-        if _is_omegaconf(obj):
+        if is_omegaconf(obj):
             return self.omegaconf(obj, path, depth)
         if isinstance(obj, Mapping):
             return self._container(obj, path, depth, is_mapping=True)
@@ -442,7 +314,7 @@ class _Converter:
         if node._is_none():
             return None
         if node._is_missing():
-            self.unresolved.append(_dotted(path))
+            self.unresolved.append(dotted(path))
             return "???"
         if skip_key is None:
             try:  # fast path: the whole subtree resolves
@@ -471,7 +343,7 @@ class _Converter:
             try:
                 value = parent[key]
             except Exception:  # unknown key or resolver, missing value, a resolver's error
-                self.unresolved.append(_dotted(path))
+                self.unresolved.append(dotted(path))
                 return child._value()
             if isinstance(value, Container):
                 return self.omegaconf(value, path, depth)
@@ -479,14 +351,9 @@ class _Converter:
         if isinstance(child, Container):
             return self.omegaconf(child, path, depth)
         if child._is_missing():
-            self.unresolved.append(_dotted(path))
+            self.unresolved.append(dotted(path))
             return "???"
         return self.plain(child._value(), path, depth)
-
-
-def _is_omegaconf(obj: Any) -> bool:
-    omegaconf = sys.modules.get("omegaconf")  # not imported yet → obj cannot be one of its nodes
-    return omegaconf is not None and isinstance(obj, omegaconf.Container)
 
 
 def _key(key: Any) -> str:
@@ -495,111 +362,6 @@ def _key(key: Any) -> str:
     if isinstance(key, enum.Enum):
         return key.name
     return str(key)
-
-
-def _dotted(path: tuple[str, ...]) -> str:
-    return ".".join(path) or "<root>"
-
-
-def _hydra_node(cfg: Any) -> Any:
-    """Hydra's own ``hydra`` node when ``cfg`` is a composed root config that carries it."""
-    if not _is_omegaconf(cfg):
-        return None
-    from omegaconf import DictConfig
-
-    if not isinstance(cfg, DictConfig) or cfg._get_parent() is not None or "hydra" not in cfg:
-        return None
-    node = cfg._get_node("hydra")
-    if isinstance(node, DictConfig) and "job" in node and "runtime" in node:
-        return node
-    return None
-
-
-def hydra_info(
-    patterns: Sequence[str] | RedactPolicy | None = None,
-) -> tuple[list[str], dict[str, Any]]:
-    """The running Hydra job's ``(task overrides, job info)``, or ``([], {})`` outside Hydra.
-
-    Job info: ``job_name``, ``job_num`` (int, None for single runs), ``mode`` (``RUN`` or
-    ``MULTIRUN``), ``run_dir`` (the job's output dir), ``sweep_dir`` (absolute; None for single
-    runs), ``sweep_id`` (12 hex digits of the sweep dir's SHA-1: the same for all jobs of one
-    multirun; None for single runs) and ``original_cwd``. Overrides of secret keys are redacted
-    by ``patterns`` (default: the settings' default patterns), and their values are scrubbed
-    from the directories too.
-    """
-    if "hydra" not in sys.modules:  # Hydra not even imported: no Hydra job in this process
-        return [], {}
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        if not HydraConfig.initialized():
-            return [], {}
-        node = HydraConfig.get()
-    except Exception:  # a broken Hydra state means "not in a Hydra job" to us
-        log.debug("Hydra config not readable; recording no Hydra job info", exc_info=True)
-        return [], {}
-    policy = as_policy(RedactPolicy() if patterns is None else patterns)
-    raw_overrides, raw_meta = _hydra_meta(node)
-    secrets = override_secrets(raw_overrides, policy)
-    meta: dict[str, Any] = redact_config(raw_meta, policy, secrets=secrets)
-    return cap_overrides(redact_overrides(raw_overrides, policy)), meta
-
-
-def _hydra_meta(node: Any) -> tuple[list[str], dict[str, Any]]:
-    """Overrides and job info read from a ``hydra`` config node (nothing redacted yet)."""
-
-    def select(key: str) -> Any:
-        from omegaconf import OmegaConf
-
-        try:
-            value = OmegaConf.select(node, key, default=None, throw_on_missing=False)
-        except Exception:  # e.g. sweep.subdir needs job.num, which RUN mode leaves unset
-            return None
-        return None if value == "???" else value
-
-    overrides = [*_typed(node, "task"), *_typed(node, "hydra", skip=_AUTOMATIC)]
-    num = select("job.num")
-    job_num = int(num) if num is not None else None
-    mode_value = node.get("mode") if "mode" in node else None
-    mode = getattr(mode_value, "name", None) or ("MULTIRUN" if job_num is not None else "RUN")
-    cwd = select("runtime.cwd")
-    sweep_dir = None
-    if mode == "MULTIRUN" and (raw := select("sweep.dir")) is not None:
-        sweep_dir = os.path.normpath(os.path.join(str(cwd or ""), str(raw)))
-    meta = {
-        "job_name": select("job.name"),
-        "job_num": job_num,
-        "mode": mode,
-        "run_dir": select("runtime.output_dir"),
-        "sweep_dir": sweep_dir,
-        "sweep_id": _sweep_id(sweep_dir) if sweep_dir else None,
-        "original_cwd": cwd,
-    }
-    return overrides, meta
-
-
-_AUTOMATIC = ("hydra.mode=",)
-"""Overrides Hydra adds itself (``hydra.mode=MULTIRUN``): the mode is recorded as ``mode``."""
-
-
-def _typed(node: Any, group: str, skip: tuple[str, ...] = ()) -> list[str]:
-    """The overrides of ``hydra.overrides.<group>`` exactly as typed: never interpolated
-    (``+note=${db.password}`` stays that, not the password it would resolve to)."""
-    from omegaconf import ListConfig
-
-    try:
-        overrides = node._get_node("overrides")
-        items = overrides._get_node(group) if overrides is not None else None
-    except Exception:  # no such node in this Hydra version
-        return []
-    if not isinstance(items, ListConfig) or items._is_none() or items._is_missing():
-        return []
-    typed = [str(getattr(items._get_node(i), "_value", lambda: None)()) for i in range(len(items))]
-    return [o for o in typed if not o.startswith(skip)]
-
-
-def _sweep_id(sweep_dir: str) -> str:
-    return hashlib.sha1(sweep_dir.encode(), usedforsecurity=False).hexdigest()[:12]
 
 
 __all__ = ["MAX_DEPTH", "CapturedConfig", "capture_config", "flatten_params", "hydra_info"]

@@ -8,7 +8,7 @@ the patch (``git diff HEAD``) as text; the recorder stores that text as an artif
   empty. Untracked files do not make a tree dirty and are not in the patch (as in MLflow):
   data and outputs often live there. Folders given in ``exclude`` (the warehouse's own
   folder) never count, even when tracked.
-- The patch is redacted (:func:`~warehouse.capture.redact.redact_diff`): files whose names
+- The patch is redacted (:func:`~warehouse.capture.redact_diff.redact_diff`): files whose names
   look secret lose their changes, secret values are replaced line for line; the paths
   concerned go to ``GitInfo.redacted_files``.
 - Speed: it runs at every run start. Branch, commit id and remote are read from the
@@ -34,7 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from warehouse.capture.redact import RedactPolicy, redact_diff, strip_url_credentials
+from warehouse.capture.redact import RedactPolicy, strip_url_credentials
+from warehouse.capture.redact_diff import redact_diff
 from warehouse.models import GitInfo
 
 if TYPE_CHECKING:

@@ -29,7 +29,8 @@ messages and tracebacks, ``warehouse watch``'s command line and the git diff. It
    whose names look secret (``DB_PASS``, ``HF_TOKEN`` ...) are scrubbed the same way.
 5. **Files.** A git diff loses the changes of files whose names look secret (``.env*``,
    ``*.pem``, ``*credentials*``, ``id_*`` ...: :data:`DEFAULT_REDACT_FILES`) and the secret
-   values in the others (:func:`redact_diff`), line for line so the rest still applies.
+   values in the others, line for line so the rest still applies
+   (:func:`warehouse.capture.redact_diff.redact_diff`).
 
 URL credentials and value patterns apply even when the key pattern list is empty. Every
 pattern reads its text once (possessive repeats, anchored starts): redaction is linear.
@@ -40,31 +41,26 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import functools
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-REDACTED = "***"
-"""What a secret value is replaced with."""
-
-MIN_SCRUB_LENGTH = 6
-"""Secrets shorter than this are redacted under their key only, not searched for elsewhere."""
-
-DEFAULT_REDACT_PATTERNS = (
-    "password",
-    "passwd",
-    "secret",
-    "token",
-    "api_key",
-    "apikey",
-    "access_key",
-    "private_key",
-    "credential",
-    "auth",
-    "cookie",
+from warehouse.capture.secret_keys import (
+    DEFAULT_REDACT_PATTERNS,
+    MIN_SCRUB_LENGTH,
+    REDACTED,
+    compact_patterns,
+    env_secrets,
+    is_secret_key,
+    is_secret_name,
 )
-"""Key patterns: a key containing one of them holds a secret (``WAREHOUSE_REDACT_PATTERNS``)."""
+from warehouse.capture.secret_values import (
+    BUILTIN_PATTERNS,
+    VALUE_PATTERNS,
+    compile_value_pattern,
+    redact_pem,
+    replace_secret,
+)
 
 DEFAULT_REDACT_FILES = (
     ".env*",
@@ -79,41 +75,6 @@ DEFAULT_REDACT_FILES = (
 )
 """File name globs (case-insensitive, on the base name) whose diffs are never recorded."""
 
-VALUE_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("bearer token", r"(?i:\bbearer)[ \t]++(?P<secret>[A-Za-z0-9\-._~+/]{8,}+=*+)"),
-    ("basic auth", r"\bBasic[ \t]++(?P<secret>(?=[A-Za-z]*+[0-9+/=])[A-Za-z0-9+/]{8,}+=*+)"),
-    (
-        "connection-string password",
-        r"(?i:(?<![A-Za-z0-9_])(?:pwd|pass))[ \t]*+=[ \t]*+(?P<secret>[^;\s'\"]++)",
-    ),
-    ("stripe key", r"\b[rs]k_(?:live|test)_[0-9A-Za-z]{10,}+"),
-    ("hugging face token", r"\bhf_[A-Za-z0-9]{20,}+"),
-    ("github token", r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}+|github_pat_[A-Za-z0-9_]{20,}+)"),
-    ("gitlab token", r"\bglpat-[A-Za-z0-9_\-]{20,}+"),
-    ("openai/anthropic key", r"\bsk-(?=[A-Za-z_\-]*+[0-9])[A-Za-z0-9_\-]{20,}+"),
-    ("slack token", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}+"),
-    ("google api key", r"\bAIza[0-9A-Za-z_\-]{35}"),
-    ("aws access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
-    (
-        "aws secret access key",
-        r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=]))(?!/)"
-        r"(?=[a-z0-9/+]*+[A-Z])(?=[A-Z0-9/+]*+[a-z])(?=[A-Za-z/+]*+[0-9])[A-Za-z0-9/+]{40}",
-    ),
-    ("jwt", r"\beyJ[A-Za-z0-9_\-]{4,}+\.eyJ[A-Za-z0-9_\-]{4,}+\.[A-Za-z0-9_\-]*+"),
-    ("cookie header", r"(?i:\b(?:set-)?cookie)[ \t]*+[:=][ \t]*+(?P<secret>[^\r\n]++)"),
-)
-"""The built-in value patterns, by name: a match (or its ``secret`` group) becomes ``***``.
-PEM/SSH private key blocks (``-----BEGIN ... PRIVATE KEY-----``) are handled on their own."""
-
-_SEPARATORS = re.compile(r"[\s_.\-]+")
-# Words that contain a pattern but name no secret; replaced by a word break before matching.
-_NOT_SECRET = re.compile(
-    r"tokeni[sz][a-z]*"  # tokenizer, tokenize, tokenized, tokenization, tokenizers
-    r"|(?:max|min|num|n|new|total|special|input|output|prompt|context|extra|pad|bos|eos)"
-    r"[_\-. ]?tokens?(?![a-z])"  # max_tokens, max_new_tokens, num_tokens, special_tokens
-    r"|tokens?[_\-. ]?per[_\-. ]?[a-z]*"  # tokens_per_s, tokens_per_batch
-    r"|author(?:s(?![a-z])|(?![a-z]))"  # author, authors (not authorization, authority)
-)
 # Possessive repeats (``*+``) never give characters back: a match attempt reads each character
 # at most once, so redaction stays linear however long and odd the text (no backtracking).
 # A URL's scheme and authority; the credentials are what precedes the authority's last '@'.
@@ -131,15 +92,8 @@ _LINE_ASSIGN = re.compile(
     r"(?P<key>[A-Za-z_][\w.\-]*+)(?P<mid>[\"']?[ \t]*+[:=][ \t]*+)(?P<value>[^\n]++)",
     re.MULTILINE,
 )
-_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-_PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-# a base64 run in a key block; a diff line keeps its leading "+", "-" or " "
-_BASE64_RUN = re.compile(r"(?P<lead>^[+\- ]|)[A-Za-z0-9+/=]{8,}+", re.MULTILINE)
-# secret-looking environment variable names beyond the key patterns (DB_PASS, GH_PAT ...)
-_ENV_NAME = re.compile(
-    r"(?:^|_)(?:PASS|PASSPHRASE|PWD|PAT|KEY|DSN|COOKIE|SESSION)(?:_|$)", re.IGNORECASE
-)
-_ENV_NOT_SECRET = frozenset({"PWD", "OLDPWD"})
+# the built-in value patterns with their anchor words, read through this module's name
+_BUILTIN = BUILTIN_PATTERNS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,7 +136,7 @@ class RedactPolicy:
         return any(fnmatch.fnmatchcase(name, glob.lower()) for glob in self.files)
 
     def _compiled(self) -> _Compiled:
-        return _compiled_policy(_compile(self.keys), self.values)
+        return _compiled_policy(compact_patterns(self.keys), self.values)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,60 +150,11 @@ def _compiled_policy(keys: tuple[str, ...], values: tuple[str, ...]) -> _Compile
     return _Compiled(keys, tuple(compile_value_pattern(v) for v in values))
 
 
-def compile_value_pattern(pattern: str) -> re.Pattern[str]:
-    """A user's value pattern compiled, or ValueError saying what is wrong with it."""
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        message = f"value pattern {pattern!r} is not a valid regular expression: {exc}"
-        raise ValueError(message) from None
-
-
-# lower-case words one of which a text must hold before a built-in pattern is tried on it: a
-# substring test costs far less than a regex pass, and most texts hold none of them
-_ANCHORS: dict[str, tuple[str, ...]] = {
-    "bearer token": ("bearer",),
-    "basic auth": ("basic",),
-    "connection-string password": ("pwd", "pass"),
-    "stripe key": ("k_live_", "k_test_"),
-    "hugging face token": ("hf_",),
-    "github token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-    "gitlab token": ("glpat-",),
-    "openai/anthropic key": ("sk-",),
-    "slack token": ("xox",),
-    "google api key": ("aiza",),
-    "aws access key id": ("akia", "asia", "abia", "acca"),
-    "aws secret access key": ("",),  # no fixed text: always tried
-    "jwt": ("eyj",),
-    "cookie header": ("cookie",),
-}
-_BUILTIN = tuple((_ANCHORS[name], re.compile(pattern)) for name, pattern in VALUE_PATTERNS)
-
-
 def as_policy(patterns: Sequence[str] | RedactPolicy) -> RedactPolicy:
     """``patterns`` as a policy: a plain sequence is the key patterns, everything else default."""
     if isinstance(patterns, RedactPolicy):
         return patterns
     return RedactPolicy(keys=tuple(patterns))
-
-
-def env_secrets(
-    environ: Mapping[str, str] | None = None, keys: Sequence[str] = DEFAULT_REDACT_PATTERNS
-) -> frozenset[str]:
-    """The values of environment variables whose names look secret (``DB_PASS``, ``HF_TOKEN``,
-    ``AWS_SECRET_ACCESS_KEY`` ...), 6 characters or longer; an existing path is no secret."""
-    env = os.environ if environ is None else environ
-    compiled = _compile(tuple(keys))
-    found: set[str] = set()
-    for name, value in env.items():
-        if name.upper() in _ENV_NOT_SECRET or len(value) < MIN_SCRUB_LENGTH:
-            continue
-        if not (_ENV_NAME.search(name) or _is_secret(name, compiled)):
-            continue
-        if os.sep in value and os.path.exists(value):  # SSH_AUTH_SOCK and the like
-            continue
-        found.add(value)
-    return frozenset(found)
 
 
 def _ordered_secrets(secrets: Iterable[str]) -> list[str]:
@@ -272,75 +177,29 @@ def _scrub_value(text: str, compiled: _Compiled) -> str:
     if "://" in text:
         text = _redact_urls(text, compiled.keys)
     if "PRIVATE KEY" in text:
-        text = _redact_pem(text)
+        text = redact_pem(text)
     low = text.lower()
     for anchors, pattern in _BUILTIN:
         if any(anchor in low for anchor in anchors):
-            text = pattern.sub(_replace_secret, text)
+            text = pattern.sub(replace_secret, text)
     for pattern in compiled.user:
-        text = pattern.sub(_replace_secret, text)
+        text = pattern.sub(replace_secret, text)
     if compiled.keys and ("=" in text or ":" in text):
         text = _redact_assignments(text, compiled.keys)
     return text
-
-
-def _replace_secret(match: re.Match[str]) -> str:
-    if "secret" not in match.re.groupindex or match.start("secret") < 0:
-        return REDACTED
-    start, end = match.span("secret")
-    if match[0][start - match.start() : end - match.start()] == REDACTED:
-        return match[0]
-    whole = match[0]
-    return f"{whole[: start - match.start()]}{REDACTED}{whole[end - match.start() :]}"
 
 
 def _redact_assignments(text: str, keys: tuple[str, ...]) -> str:
     def replace(match: re.Match[str]) -> str:
         value = match["value"]
         bare = value.strip().strip("\"'")
-        if not bare or bare == REDACTED or not _is_secret(match["key"], keys):
+        if not bare or bare == REDACTED or not is_secret_name(match["key"], keys):
             return match[0]
         quote = value[0] if value[:1] in ("'", '"') and value[-1:] == value[0] else ""
         head = match[0][: match.start("value") - match.start()]
         return f"{head}{quote}{REDACTED}{quote}"
 
     return _ASSIGN.sub(replace, _LINE_ASSIGN.sub(replace, text))
-
-
-def _redact_pem(text: str) -> str:
-    """The body of every private key block, line for line (an unclosed block: to the end)."""
-    out: list[str] = []
-    pos = 0
-    while (begin := _PEM_BEGIN.search(text, pos)) is not None:
-        end = _PEM_END.search(text, begin.end())
-        stop = end.start() if end is not None else len(text)
-        out.append(text[pos : begin.end()])
-        out.append(_BASE64_RUN.sub(lambda m: f"{m['lead']}{REDACTED}", text[begin.end() : stop]))
-        pos = stop if end is None else end.end()
-        if end is not None:
-            out.append(text[stop:pos])
-    out.append(text[pos:])
-    return "".join(out)
-
-
-def is_secret_key(key: object, patterns: Sequence[str]) -> bool:
-    """Whether a mapping key looks like it holds a secret under ``patterns``."""
-    return _is_secret(str(key), _compile(tuple(patterns)))
-
-
-@functools.lru_cache(maxsize=64)
-def _compile(patterns: tuple[str, ...]) -> tuple[str, ...]:
-    compact = (_SEPARATORS.sub("", p.lower()) for p in patterns)
-    return tuple(sorted({p for p in compact if p}))
-
-
-@functools.lru_cache(maxsize=16_384)
-def _is_secret(key: str, compact_patterns: tuple[str, ...]) -> bool:
-    if not compact_patterns:
-        return False
-    text = _NOT_SECRET.sub("|", key.lower())
-    text = _SEPARATORS.sub("", text)
-    return any(p in text for p in compact_patterns)
 
 
 def redact_config(
@@ -389,7 +248,7 @@ def _redact(obj: Any, compiled: _Compiled, found: set[str], path: set[int]) -> A
         path.add(id(obj))
         out: dict[Any, Any] = {}
         for key, value in obj.items():
-            if _is_secret(str(key), compiled.keys):
+            if is_secret_name(str(key), compiled.keys):
                 _collect(value, found)
                 out[key] = REDACTED
             else:
@@ -441,7 +300,7 @@ def redact_urls(text: str, patterns: Sequence[str] = ()) -> str:
     """``text`` with the credentials of every URL in it replaced by ``***``."""
     if "://" not in text:
         return text
-    return _redact_urls(text, _compile(tuple(patterns)))
+    return _redact_urls(text, compact_patterns(tuple(patterns)))
 
 
 def _redact_urls(text: str, compiled: tuple[str, ...]) -> str:
@@ -455,7 +314,7 @@ def _redact_urls(text: str, compiled: tuple[str, ...]) -> str:
     if compiled and ("?" in text):
 
         def param(match: re.Match[str]) -> str:
-            if match["value"] and _is_secret(match["name"], compiled):
+            if match["value"] and is_secret_name(match["name"], compiled):
                 return f"{match['sep']}{match['name']}={REDACTED}"
             return match.group(0)
 
@@ -512,17 +371,17 @@ _DICT_ITEM = re.compile(
 def override_secrets(overrides: Iterable[str], patterns: Sequence[str] | RedactPolicy) -> set[str]:
     """The values given on the command line for secret keys (``db.password=x`` → ``{"x"}``),
     also inside dict values (``db={host:h,password:x}``)."""
-    compiled = _compile(as_policy(patterns).keys)
+    compiled = compact_patterns(as_policy(patterns).keys)
     found: set[str] = set()
     for override in overrides:
         parts = _override_parts(override)
         if parts is None or not parts[2]:
             continue
-        if _is_secret(parts[1], compiled):
+        if is_secret_name(parts[1], compiled):
             found.add(parts[2].strip("'\""))
         elif "{" in parts[2]:
             for item in _DICT_ITEM.finditer(parts[2]):
-                if _is_secret(item["key"], compiled):
+                if is_secret_name(item["key"], compiled):
                     found.add(item["value"].strip().strip("'\""))
     return found
 
@@ -531,7 +390,7 @@ def _redact_dict_value(value: str, compiled: tuple[str, ...]) -> str:
     """A Hydra dict value with its secret keys' values hidden."""
 
     def item(match: re.Match[str]) -> str:
-        if _is_secret(match["key"], compiled):
+        if is_secret_name(match["key"], compiled):
             return f"{match.group(0)[: match.start('value') - match.start()]}{REDACTED}"
         return match.group(0)
 
@@ -551,7 +410,7 @@ def redact_overrides(overrides: Iterable[str], patterns: Sequence[str] | RedactP
         parts = _override_parts(override)
         if parts is None:
             out.append(_scrub_value(override, compiled))
-        elif _is_secret(parts[1], compiled.keys):
+        elif is_secret_name(parts[1], compiled.keys):
             out.append(f"{parts[0]}{parts[1]}={REDACTED}")
         else:
             value = _scrub_value(parts[2], compiled)
@@ -582,7 +441,7 @@ def redact_command(argv: Sequence[str], patterns: Sequence[str] | RedactPolicy) 
             out.append(REDACTED)
             continue
         flag = _FLAG.fullmatch(arg) if index > 0 else None
-        if flag is not None and _is_secret(flag["name"], compiled.keys):
+        if flag is not None and is_secret_name(flag["name"], compiled.keys):
             if flag["eq"]:
                 found.add(flag["value"])
                 out.append(f"{flag['dashes']}{flag['name']}={REDACTED}")
@@ -600,79 +459,9 @@ def _looks_like_flag(arg: str) -> bool:
     return arg.startswith("-") and len(arg) > 1 and not arg[1:2].isdigit()
 
 
-_DIFF_FILE = re.compile(r"^diff --git ", re.MULTILINE)
-_DIFF_PATH = re.compile(r"^(?:---|\+\+\+) (?:[ab]/)?(?P<path>[^\n]+)$", re.MULTILINE)
-_DIFF_RENAME = re.compile(r"^(?:rename|copy) (?:from|to) (?P<path>[^\n]+)$", re.MULTILINE)
-DIFF_NOTE = "# warehouse:"
-"""The start of the note lines a redacted diff begins with."""
-
-
-def redact_diff(diff: str, patterns: Sequence[str] | RedactPolicy) -> tuple[str, list[str]]:
-    """A ``git diff`` with its secrets gone, and the paths whose changes were redacted.
-
-    A file whose name looks secret (:attr:`RedactPolicy.files`) loses its whole section; other
-    files keep their lines, each secret value on them replaced by ``***`` (line count and
-    prefixes unchanged, so the patch still parses and every file not listed still applies).
-    One note line per redacted file (``# warehouse: redacted ...``) goes before the first
-    ``diff --git`` line, where ``git apply`` ignores it.
-    """
-    policy = as_policy(patterns)
-    starts = [m.start() for m in _DIFF_FILE.finditer(diff)]
-    if not starts:
-        return policy.text(diff), []
-    preamble = diff[: starts[0]]
-    notes: list[str] = []
-    redacted_paths: list[str] = []
-    kept: list[str] = []
-    for begin, end in zip(starts, [*starts[1:], len(diff)], strict=True):
-        section = diff[begin:end]
-        paths = _section_paths(section)
-        shown = paths[-1] if paths else section.split("\n", 1)[0]
-        if any(policy.is_secret_file(path) for path in paths):
-            notes.append(
-                f"{DIFF_NOTE} redacted {shown}: secret-looking file name; changes left out"
-            )
-            redacted_paths.append(shown)
-            continue
-        clean = policy.text(section)
-        if clean != section:
-            notes.append(f"{DIFF_NOTE} redacted {shown}: secret values replaced by {REDACTED}")
-            redacted_paths.append(shown)
-        kept.append(clean)
-    head = "".join(f"{note}\n" for note in notes)
-    return head + policy.text(preamble) + "".join(kept), redacted_paths
-
-
-def _section_paths(section: str) -> list[str]:
-    """The file paths one ``diff --git`` section is about (old and new)."""
-    header = section.split("\n@@", 1)[0]
-    paths = [m["path"] for m in _DIFF_PATH.finditer(header) if m["path"] != "/dev/null"]
-    paths += [m["path"] for m in _DIFF_RENAME.finditer(header)]
-    if not paths:  # a mode change, a binary file: only the "diff --git a/x b/x" line names it
-        first = header.split("\n", 1)[0].removeprefix("diff --git ")
-        _left, sep, right = first.partition(" b/")
-        paths = [right] if sep else [first]
-    return [_unquote(p.strip()) for p in paths]
-
-
-def _unquote(path: str) -> str:
-    """A path as git quotes unusual ones (``"a/sp\\303\\251cial"``), unquoted."""
-    if len(path) >= 2 and path[0] == path[-1] == '"':
-        try:
-            raw = path[1:-1].encode("latin-1").decode("unicode_escape").encode("latin-1")
-            path = raw.decode("utf-8", errors="replace")
-        except (UnicodeError, ValueError):
-            path = path[1:-1]
-        for prefix in ("a/", "b/"):
-            if path.startswith(prefix):
-                return path[len(prefix) :]
-    return path
-
-
 __all__ = [
     "DEFAULT_REDACT_FILES",
     "DEFAULT_REDACT_PATTERNS",
-    "DIFF_NOTE",
     "MIN_SCRUB_LENGTH",
     "REDACTED",
     "VALUE_PATTERNS",
@@ -684,7 +473,6 @@ __all__ = [
     "override_secrets",
     "redact_command",
     "redact_config",
-    "redact_diff",
     "redact_overrides",
     "redact_urls",
     "scrub_text",
