@@ -155,3 +155,20 @@ def test_three_seeds_get_a_wide_t_interval() -> None:
     half = stats.t_quantile(0.975, 2) * values.std(ddof=1) / math.sqrt(3)
     assert (got.low, got.high) == pytest.approx((0.92 - half, 0.92 + half))
     assert stats.mean_interval(np.array([0.9])) is None
+
+
+def test_mcnemar_is_exact_for_few_pairs_and_finite_for_many() -> None:
+    """Small counts: the textbook sum of binomial coefficients. Thousands of discordant
+    pairs (a 3 % change on 100k samples) overflowed 2.0**m; the log-space sum gives the
+    continuity-corrected normal approximation's answer there."""
+    import math
+
+    from warehouse.query.stats import mcnemar
+
+    assert mcnemar(3, 7) == pytest.approx(2 * sum(math.comb(10, i) for i in range(4)) / 2**10)
+    assert mcnemar(5, 5) == 1.0
+    b, c = 1400, 1600
+    z = (abs(b - c) - 1) / math.sqrt(b + c)  # with the continuity correction
+    normal = math.erfc(z / math.sqrt(2))
+    assert mcnemar(b, c) == pytest.approx(normal, rel=0.02)
+    assert 0.0 < mcnemar(10, 3000) < 1e-300 or mcnemar(10, 3000) == 0.0
