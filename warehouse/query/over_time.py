@@ -1,0 +1,297 @@
+"""The running best of a metric over time: one point per run, per record, or per period.
+
+:func:`over_time` answers ``warehouse query over-time`` (and the report's and Kibana's
+over-time charts); its cost follows the records and the points, never the number of runs.
+Split out of :mod:`warehouse.query.views`, which re-exports the public names here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, Literal
+
+from warehouse.docpath import get_path
+from warehouse.errors import ConfigurationError, QuerySyntaxError
+from warehouse.models import Metric, resolve_metric
+from warehouse.query.lookup import _search, and_filters, finite, quote
+from warehouse.stores.base import CountQuery, Order, RunQuery, Store
+from warehouse.values import parse_time
+
+Interval = Literal["day", "week", "month"]
+INTERVALS: tuple[Interval, ...] = ("day", "week", "month")
+
+OVER_TIME_COLUMNS = (
+    "ended_at",
+    "run_id",
+    "experiment",
+    "score",
+    "best_so_far",
+    "best_run_id",
+    "is_new_best",
+)
+OVER_TIME_PERIOD_COLUMNS = (
+    "period", "run_count", "run_id", "experiment", "score", "best_so_far", "best_run_id",
+    "is_new_best",
+)  # fmt: skip
+"""The columns of over-time rows, in order (a CSV header even when nothing matched)."""
+
+
+def over_time(
+    store: Store,
+    metric: str,
+    direction: str | None = None,
+    filter: str | None = None,
+    interval: Interval | None = None,
+    limit: int | None = None,
+    every_run: bool = True,
+) -> list[dict[str, Any]]:
+    """The running best of ``metric`` by run end time (ended runs with a value only).
+
+    Without ``interval``, one point per run: ended_at, run_id, experiment, score,
+    best_so_far, best_run_id, is_new_best; with ``every_run=False`` only the runs that set a
+    new best (what the CLI shows unless asked for every run), found record by record.
+    With ``day``/``week``/``month``, one point per period from the first to the last (empty
+    periods included): period (its first day), run_count, run_id/experiment/score of the
+    period's best run, best_so_far and best_run_id at the period's end, is_new_best.
+    ``limit`` keeps the latest points.
+
+    Only the per-run answer without a ``limit`` reads every run (it lists them). Otherwise
+    the records are chased (:func:`_records`: one one-run question per new best), the latest
+    ``limit`` runs read in one question, and each period asked for its best run and its
+    count: the cost follows the records and the points, never the number of runs.
+    """
+    m = resolve_metric(metric, direction)
+    if interval is not None and interval not in INTERVALS:
+        raise ConfigurationError(f"interval {interval!r} is not one of {', '.join(INTERVALS)}")
+    scoped = and_filters(filter, f"_exists_:{m.path}", "_exists_:ended_at")
+    try:
+        if interval is not None:
+            return _over_time_by(store, m, scoped, interval, limit)
+        if not every_run:
+            records = [(t, str(d.get("run_id")), d, v) for t, d, v in _records(store, m, scoped)]
+            points = _running_best(records, m)
+            return points[-limit:] if limit else points
+        if limit:
+            return _over_time_latest(store, m, scoped, limit)
+        docs = _scored_runs(store, m, scoped, "asc", None)
+    except QuerySyntaxError as exc:
+        if getattr(exc, "field", None) == m.path:
+            return []  # no run has a value of the metric yet
+        raise
+    scored = [(t, str(d.get("run_id")), d, v) for t, d, v in docs]
+    scored.sort(key=lambda item: (item[0], item[1]))
+    return _running_best(scored, m)
+
+
+_Scored = tuple[datetime, dict[str, Any], float]
+
+
+def _scored_runs(
+    store: Store, m: Metric, where: str | None, order: Order, limit: int | None
+) -> list[_Scored]:
+    """Runs with an end and a finite value of ``m``, by end time then run id."""
+    docs = _search(
+        store,
+        RunQuery(
+            filter=where,
+            sort=(("ended_at", order), ("run_id", order)),
+            limit=limit,
+            fields=("run_id", "experiment", "ended_at", m.path),
+        ),
+    )
+    out = []
+    for doc in docs:
+        ended = parse_time(doc.get("ended_at"))
+        score = finite(get_path(doc, m.path))
+        if ended is not None and score is not None:
+            out.append((ended, doc, score))
+    return out
+
+
+def _beats(m: Metric, score: float) -> str:
+    """A filter for values of ``m`` better than ``score``."""
+    return f"{m.path}:{'>' if m.direction == 'max' else '<'}{score!r}"
+
+
+def _records(store: Store, m: Metric, where: str | None) -> list[_Scored]:
+    """Every run that set a new best, in end-time order, each found by one question of one
+    run: the first run after the current record (by end time, then run id) that beats it."""
+    records: list[_Scored] = []
+    found = _scored_runs(store, m, where, "asc", 1)
+    while found:
+        _, doc, score = found[0]
+        records.append(found[0])
+        after = f"ended_at:>={quote(str(doc.get('ended_at')))}"
+        found = _scored_runs(store, m, and_filters(where, after, _beats(m, score)), "asc", 1)
+    return records
+
+
+def _key(item: _Scored) -> tuple[datetime, str]:
+    return item[0], str(item[1].get("run_id"))
+
+
+def _best_at(records: Sequence[_Scored], key: tuple[datetime, str]) -> _Scored | None:
+    """The record standing at ``key`` (end time, run id): the last one not after it."""
+    standing = None
+    for record in records:
+        if _key(record) > key:
+            break
+        standing = record
+    return standing
+
+
+def _over_time_latest(
+    store: Store, m: Metric, where: str | None, limit: int
+) -> list[dict[str, Any]]:
+    latest = _scored_runs(store, m, where, "desc", limit)
+    latest.sort(key=_key)
+    records = _records(store, m, where)
+    record_ids = {str(r[1].get("run_id")) for r in records}
+    points = []
+    for item in latest:
+        _, doc, score = item
+        standing = _best_at(records, _key(item))
+        run_id = str(doc.get("run_id"))
+        points.append(
+            {
+                "ended_at": doc.get("ended_at"),
+                "run_id": run_id,
+                "experiment": doc.get("experiment"),
+                "score": score,
+                "best_so_far": standing[2] if standing else score,
+                "best_run_id": str(standing[1].get("run_id")) if standing else run_id,
+                "is_new_best": run_id in record_ids,
+            }
+        )
+    return points
+
+
+def _over_time_by(
+    store: Store, m: Metric, where: str | None, interval: Interval, limit: int | None
+) -> list[dict[str, Any]]:
+    records = _records(store, m, where)
+    if not records:
+        return []
+    last = _scored_runs(store, m, where, "desc", 1)
+    first_period = period_start(records[0][0], interval)
+    last_period = period_start(last[0][0], interval)
+    periods = []
+    period = first_period
+    while period <= last_period:
+        periods.append(period)
+        period = _next_period(period, interval)
+    if limit:
+        periods = periods[-limit:]
+    order: Order = "desc" if m.direction == "max" else "asc"
+    points: list[dict[str, Any]] = []
+    for start in periods:
+        end = _next_period(start, interval)
+        span = f"ended_at:[{start.isoformat()} TO {end.isoformat()}}}"
+        within = and_filters(where, span)
+        tops = _search(
+            store,
+            RunQuery(
+                filter=within,
+                sort=((m.path, order), ("ended_at", "asc"), ("run_id", "asc")),
+                limit=1,
+                fields=("run_id", "experiment", "ended_at", m.path),
+            ),
+        )
+        top = tops[0] if tops else None
+        count = sum(store.count_by(CountQuery("experiment", within)).values()) if top else 0
+        closing = datetime.combine(end, datetime.min.time(), UTC)
+        standing = _best_at(records, (closing, ""))
+        new_here = [r for r in records if period_start(r[0], interval) == start]
+        points.append(
+            {
+                "period": start.isoformat(),
+                "run_count": count,
+                "run_id": top.get("run_id") if top else None,
+                "experiment": top.get("experiment") if top else None,
+                "score": finite(get_path(top, m.path)) if top else None,
+                "best_so_far": standing[2] if standing else None,
+                "best_run_id": str(standing[1].get("run_id")) if standing else None,
+                "is_new_best": bool(new_here),
+            }
+        )
+    return points
+
+
+def _running_best(
+    scored: Iterable[tuple[datetime, str, dict[str, Any], float]], m: Metric
+) -> list[dict[str, Any]]:
+    points: list[dict[str, Any]] = []
+    best_score: float | None = None
+    best_id: str | None = None
+    for _, run_id, doc, score in scored:
+        is_new = best_score is None or m.better(score, best_score)
+        if is_new:
+            best_score, best_id = score, run_id
+        points.append(
+            {
+                "ended_at": doc.get("ended_at"),
+                "run_id": run_id,
+                "experiment": doc.get("experiment"),
+                "score": score,
+                "best_so_far": best_score,
+                "best_run_id": best_id,
+                "is_new_best": is_new,
+            }
+        )
+    return points
+
+
+def period_start(moment: datetime, interval: Interval) -> date:
+    """The first day (UTC) of the day/ISO week/month holding ``moment``."""
+    day = moment.astimezone(UTC).date()
+    if interval == "week":
+        return day - timedelta(days=day.weekday())
+    if interval == "month":
+        return day.replace(day=1)
+    return day
+
+
+def _next_period(start: date, interval: Interval) -> date:
+    if interval == "day":
+        return start + timedelta(days=1)
+    if interval == "week":
+        return start + timedelta(days=7)
+    return date(start.year + start.month // 12, start.month % 12 + 1, 1)
+
+
+def _running_best_by(
+    scored: Sequence[tuple[datetime, str, dict[str, Any], float]], m: Metric, interval: Interval
+) -> list[dict[str, Any]]:
+    buckets: dict[date, list[tuple[str, dict[str, Any], float]]] = {}
+    for ended, run_id, doc, score in scored:
+        buckets.setdefault(period_start(ended, interval), []).append((run_id, doc, score))
+    if not buckets:
+        return []
+    points: list[dict[str, Any]] = []
+    best_score: float | None = None
+    best_id: str | None = None
+    period, last = min(buckets), max(buckets)
+    while period <= last:
+        members = buckets.get(period, [])
+        top: tuple[str, dict[str, Any], float] | None = None
+        for member in members:  # in end-time order: the first of equal scores wins
+            if top is None or m.better(member[2], top[2]):
+                top = member
+        is_new = top is not None and (best_score is None or m.better(top[2], best_score))
+        if is_new and top is not None:
+            best_score, best_id = top[2], top[0]
+        points.append(
+            {
+                "period": period.isoformat(),
+                "run_count": len(members),
+                "run_id": top[0] if top else None,
+                "experiment": top[1].get("experiment") if top else None,
+                "score": top[2] if top else None,
+                "best_so_far": best_score,
+                "best_run_id": best_id,
+                "is_new_best": is_new,
+            }
+        )
+        period = _next_period(period, interval)
+    return points
