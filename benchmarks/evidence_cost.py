@@ -95,7 +95,8 @@ def main() -> None:
 
         t_ci = median_time(intervals_only, args.rounds)
         low, high = stats.clopper_pearson(int(correct.sum()), n)
-        assert abs(ci["acc"]["low"] - low) < 1e-12 and abs(ci["acc"]["high"] - high) < 1e-12
+        assert abs(ci["acc"]["low"] - low) < 1e-12
+        assert abs(ci["acc"]["high"] - high) < 1e-12
 
         # diff / check: two runs x diff_rows samples, 3 % of answers flipped
         m = args.diff_rows
