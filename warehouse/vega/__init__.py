@@ -364,7 +364,8 @@ _SOURCE_PATH = re.compile(r"datum\._source\.([A-Za-z_@][\w@]*(?:\.[A-Za-z_@][\w@
 def vega_fields_used(spec: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """``(index, field, kind)`` read by a Vega-Lite spec's Elasticsearch query and transforms:
     aggregated fields, sort keys and ``_source`` paths anywhere in the body (``top_hits``
-    included), the time field, and the metric the params name."""
+    included), the time field, and the metric the params name — not the sample columns the
+    params ``slice_column``/``metric_column`` name (any column a run's samples bring)."""
     url = spec["data"]["url"]
     index = url["index"]
     body = url.get("body", {})
@@ -375,7 +376,9 @@ def vega_fields_used(spec: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     params = {p["name"]: p.get("value") for p in spec.get("params", [])}
     if "metric_split" in params and "metric_name" in params:
         used.append((index, f"metrics.{params['metric_split']}.{params['metric_name']}", "any"))
-    return sorted(set(used))
+    # the slice heat map's sample columns are the user's own, mapped when data brings them
+    own = {params.get("slice_column"), params.get("metric_column")} - {None}
+    return sorted({u for u in used if u[1] not in own})
 
 
 def _body_fields(node: Any) -> list[str]:
