@@ -256,3 +256,78 @@ def test_report_in_chromium_shows_three_non_empty_charts(screenshot: Image.Image
         assert marks > 100, (left, top, marks)  # coloured points, bars, stacks
         assert ink > 2000, (left, top, ink)
         assert len(set(pixels)) > 20
+
+
+# --- slices and seeds ----------------------------------------------------------------------------
+
+
+def _record_seeded(settings: Settings, cwd: Path) -> None:
+    """Two experiments, three seeds each, with a ``label`` and a boolean ``correct``."""
+    import random
+
+    import warehouse
+
+    rng = random.Random(18)
+    for experiment, acc in (("exp-a", 0.7), ("exp-b", 0.85)):
+        for seed in range(3):
+            rows = [
+                {"sample_id": f"s{i}", "correct": rng.random() < acc, "label": "ab"[i % 3 == 0]}
+                for i in range(60)
+            ]
+            config = {"model": experiment, "seed": seed}
+            with warehouse.start_run(experiment, config, settings=settings, cwd=cwd) as run:
+                run.log_samples("val", rows)
+                run.log_metrics("val", {"acc": sum(r["correct"] for r in rows) / len(rows)})
+
+
+def test_report_shows_the_slice_heat_map_and_seeds_as_the_cli_does(
+    home: Path, tmp_path: Path
+) -> None:
+    from tests.kibana.test_vega_views import plotted
+    from warehouse.models import resolve_metric
+    from warehouse.query.replicates import replicates
+    from warehouse.query.slices import slices
+    from warehouse.report import collect
+    from warehouse.vega import SLICES_VIEW, slices_spec_with_values
+
+    settings = load(cli={"capture_git_diff": False, "system_interval_s": 0})
+    _record_seeded(settings, tmp_path)
+    metric = resolve_metric("val.acc")
+    with open_store(settings) as store:
+        expected = slices(store, metric, "label")
+        groups = replicates(store, metric, flips=False)
+        data = collect(store)
+    # the heat map: the cells it plots are the CLI's slices of the best runs
+    spec = slices_spec_with_values(data.responses[SLICES_VIEW])
+    cells = {
+        (r["experiment"], r["slice"]): (int(r["n"]), float(r["mean"]))
+        for r in plotted(spec, ["experiment", "slice", "n", "mean"])
+        if r["mean"] != "null"
+    }
+    assert len(expected) == 4
+    assert cells == {
+        (r["experiment"], r["label"]): (r["n"], pytest.approx(r["mean"], abs=1e-12))
+        for r in expected
+    }
+    page = report_text(tmp_path)
+    assert f'data-view="{SLICES_VIEW}"><svg' in page
+    # the seeds table: the replicates view's numbers
+    seeds = table_rows(page, "seeds")
+    assert [row[0] for row in seeds] == [g["experiment"] for g in groups]
+    for row, group in zip(seeds, groups, strict=True):
+        assert row[1] == str(group["n_seeds"]) == "3"
+        assert float(row[2]) == pytest.approx(group["mean"], abs=5e-5)
+        assert float(row[3]) == pytest.approx(group["std"], abs=5e-5)
+        assert row[5] == ("yes" if group["lucky_seed"] else "no")
+
+
+def test_report_without_labels_leaves_the_heat_map_out(
+    local_runs: Settings, tmp_path: Path
+) -> None:
+    page = report_text(tmp_path)
+    assert 'data-view="slices_heatmap"' not in page
+    result = CliRunner().invoke(
+        app, ["report", "--out", str(tmp_path / "r.html"), "--slice", "size"]
+    )
+    assert result.exit_code != 0
+    assert "no 'size' column" in str(result.exception or "") + result.output

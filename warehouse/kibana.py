@@ -30,7 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.kibana_client import NDJSON_NAME, ImportReport, KibanaClient, parse_ndjson
 from warehouse.models import resolve_metric
-from warehouse.vega import STEP_PANELS, VIEWS, spec_for_kibana, step_series_spec, vega_fields_used
+from warehouse.vega import (
+    STEP_PANELS,
+    VIEWS,
+    slices_spec_for_kibana,
+    spec_for_kibana,
+    step_series_spec,
+    vega_fields_used,
+)
 
 if TYPE_CHECKING:
     from warehouse.settings import Settings
@@ -86,11 +93,13 @@ def saved_objects(
     metric: str = "val.acc",
     direction: str | None = None,
     baseline_error: float = 0.0,
+    slice: str = "label",
 ) -> list[dict[str, Any]]:
     """Every saved object, dependencies first: data views, views, the runs search, dashboards.
 
     The views rank runs by ``metric`` (``split.name``) in ``direction`` (inferred from the name
-    when None); the bias/variance view measures errors against ``baseline_error``.
+    when None); the bias/variance view measures errors against ``baseline_error``; the slice
+    heat map cuts the metric's split's samples by the sample column ``slice``.
     """
     m = resolve_metric(metric, direction)
     metric_path, direct = m.label, m.direction
@@ -104,6 +113,8 @@ def saved_objects(
     for view in VIEWS:
         spec = spec_for_kibana(view, prefix, metric_path, direct, baseline_error)
         objs.append(_vega_vis(_id(prefix, view), _title(_VIEW_TITLES[view], prefix), spec))
+    slices = slices_spec_for_kibana(prefix, slice, "correct", m.split)
+    objs.append(_vega_vis(_id(prefix, "slices"), _title("Slices heat map", prefix), slices))
     for panel in STEP_PANELS:
         spec = step_series_spec(panel, prefix)
         objs.append(_vega_vis(_id(prefix, f"live-{panel.slug}"), _title(panel.title, prefix), spec))
@@ -114,14 +125,16 @@ def saved_objects(
         ("visualization", _id(prefix, "best_over_time"), 0, 0, 48, 15),
         ("visualization", _id(prefix, "experiments_ranked"), 0, 15, 24, 16),
         ("visualization", _id(prefix, "bias_variance"), 24, 15, 24, 16),
-        ("search", _id(prefix, "runs-table"), 0, 31, 48, 18),
+        ("visualization", _id(prefix, "slices"), 0, 31, 48, 16),
+        ("search", _id(prefix, "runs-table"), 0, 47, 48, 18),
     ]
     objs.append(
         _dashboard(
             _id(prefix, "results-overview"),
             _title("Results overview", prefix),
             f"Best {metric_path} over time, experiments ranked, bias/variance of each "
-            "experiment's best run, and the runs table. Filter with the query bar "
+            "experiment's best run, the per-sample accuracy per slice value, and the runs "
+            "table. Filter with the query bar "
             "(e.g. experiment : digits-*).",
             overview,
             time_from="now-90d",
@@ -151,10 +164,15 @@ def to_ndjson(objects: Iterable[Mapping[str, Any]]) -> str:
     return "".join(json.dumps(obj, sort_keys=True, ensure_ascii=False) + "\n" for obj in objects)
 
 
-def objects_for(settings: Settings) -> list[dict[str, Any]]:
-    """The saved objects for the settings' index prefix, primary metric and baseline error."""
+def objects_for(settings: Settings, slice: str = "label") -> list[dict[str, Any]]:
+    """The saved objects for the settings' index prefix, primary metric and baseline error
+    (and the sample column the slice heat map cuts by)."""
     return saved_objects(
-        settings.index_prefix, settings.primary_metric, settings.direction, settings.baseline_error
+        settings.index_prefix,
+        settings.primary_metric,
+        settings.direction,
+        settings.baseline_error,
+        slice,
     )
 
 

@@ -22,8 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse.errors import ConfigurationError
-from warehouse.models import resolve_metric
-from warehouse.vega import VIEWS, VL_VERSION, spec_with_values
+from warehouse.models import Metric, resolve_metric
+from warehouse.vega import (
+    SLICES_VIEW,
+    VIEWS,
+    VL_VERSION,
+    slices_spec_with_values,
+    spec_with_values,
+)
 
 if TYPE_CHECKING:
     from warehouse.settings import Settings
@@ -78,6 +84,9 @@ class ReportData:
     decomposition: list[dict[str, Any]]
     generated_at: datetime
     responses: dict[str, dict[str, Any]]  # per view: the answer its spec reads (Kibana's shape)
+    slice: str = "label"  # the sample column of the slice heat map
+    slices: list[dict[str, Any]] | None = None  # `warehouse query slices --by <slice>`
+    replicates: list[dict[str, Any]] | None = None  # `warehouse query replicates`
 
 
 def collect(
@@ -89,6 +98,7 @@ def collect(
     baseline_error: float = 0.0,
     title: str = "ML results",
     source: str = "",
+    slice: str | None = None,
 ) -> ReportData:
     """The runs, leaderboard and decomposition the report shows, through the query views."""
     from warehouse.query import views
@@ -100,6 +110,12 @@ def collect(
     board = views.leaderboard(store, metric_path, direct, filter, evidence=True)
     parts = views.decomposition(store, metric_path, direct, filter, baseline_error=baseline_error)
     responses = {view: view_response(view, store, metric_path, direct, filter) for view in VIEWS}
+    from warehouse.query.replicates import replicates
+    from warehouse.vega.responses import slices_response
+
+    cut = _slice_rows(store, m, slice, filter)
+    if cut:
+        responses[SLICES_VIEW] = slices_response(cut, slice or "label")
     return ReportData(
         title=title,
         source=source,
@@ -112,11 +128,41 @@ def collect(
         decomposition=parts,
         generated_at=datetime.now(UTC),
         responses=responses,
+        slice=slice or "label",
+        slices=cut,
+        replicates=replicates(store, m, filter=filter, flips=False),
     )
 
 
-def build_report(settings: Settings, *, filter: str | None = None, title: str | None = None) -> str:
-    """The report HTML for the configured store, metric and ``filter`` (Lucene)."""
+def _slice_rows(
+    store: Store, m: Metric, slice: str | None, filter: str | None
+) -> list[dict[str, Any]]:
+    """``warehouse query slices --by <slice>`` of the best runs (0/1 columns only); none when
+    the default ``label`` column is absent, an error when a column asked for is."""
+    from warehouse.query.slices import slices
+
+    try:
+        rows = slices(store, m, slice or "label", filter=filter)
+    except ConfigurationError:
+        rows = []
+    rows = [r for r in rows if r.get("ci_low") is not None]  # the heat map draws 0/1 columns
+    if slice and not rows:
+        raise ConfigurationError(
+            f"the best runs' {m.split} samples have no {slice!r} column with a 0/1 "
+            f"per-sample result (such as correct); name another --slice COLUMN or leave it out"
+        )
+    return rows
+
+
+def build_report(
+    settings: Settings,
+    *,
+    filter: str | None = None,
+    title: str | None = None,
+    slice: str | None = None,
+) -> str:
+    """The report HTML for the configured store, metric and ``filter`` (Lucene); ``slice``:
+    the sample column of the slice heat map (default ``label``, shown when present)."""
     from warehouse.stores import open_store
 
     with open_store(settings) as store:
@@ -128,19 +174,25 @@ def build_report(settings: Settings, *, filter: str | None = None, title: str | 
             baseline_error=settings.baseline_error,
             title=title or (f"{settings.project} results" if settings.project else "ML results"),
             source=describe_source(settings),
+            slice=slice,
         )
     return render_html(data)
 
 
 def write_report(
-    settings: Settings, out: Path, *, filter: str | None = None, title: str | None = None
+    settings: Settings,
+    out: Path,
+    *,
+    filter: str | None = None,
+    title: str | None = None,
+    slice: str | None = None,
 ) -> Path:
     """Write the report to ``out`` (folders created); return the path."""
     if out.is_dir():
         raise ConfigurationError(
             f"--out {out} is a folder; give a file name, e.g. --out {out / 'report.html'}"
         )
-    text = build_report(settings, filter=filter, title=title)
+    text = build_report(settings, filter=filter, title=title, slice=slice)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
@@ -165,17 +217,24 @@ def render_svg(view: str, data: ReportData) -> str:
     import vl_convert
 
     aggs = data.responses[view].get("aggregations", {})
+    aggs = aggs.get("split", aggs)  # the slice heat map's experiments are under its split
     experiments = len(aggs.get("experiments", {}).get("buckets", []))
     height = _CHART_HEIGHT.get(view) or max(120, _ROW_HEIGHT * experiments)
-    spec = spec_with_values(
-        view,
-        data.responses[view],
-        data.metric,
-        data.direction,
-        data.baseline_error,
-        width=CHART_WIDTH,
-        height=height,
-    )
+    if view == SLICES_VIEW:
+        m = resolve_metric(data.metric, data.direction)
+        spec = slices_spec_with_values(  # the column in titles: the 0/1 column slices read
+            data.responses[view], data.slice, "correct", m.split, width=CHART_WIDTH, height=height
+        )
+    else:
+        spec = spec_with_values(
+            view,
+            data.responses[view],
+            data.metric,
+            data.direction,
+            data.baseline_error,
+            width=CHART_WIDTH,
+            height=height,
+        )
     spec["config"] = _CHART_CONFIG
     spec["padding"] = {"left": 28, "right": 28, "top": 6, "bottom": 6}  # slack for wider fonts
     svg: str = vl_convert.vegalite_to_svg(spec, vl_version=VL_VERSION, allowed_base_urls=[])
@@ -202,9 +261,10 @@ def render_html(data: ReportData) -> str:
         for k, v in cards
     )
     if scored:
+        shown = [*VIEWS, *([SLICES_VIEW] if SLICES_VIEW in data.responses else [])]
         charts = "".join(
             f'<section class="chart" data-view="{view}">{render_svg(view, data)}</section>'
-            for view in VIEWS
+            for view in shown
         )
     else:
         charts = (
@@ -224,6 +284,7 @@ def render_html(data: ReportData) -> str:
         charts=charts,
         leaderboard=_leaderboard_table(data),
         decomposition=_decomposition_table(data),
+        seeds=_seeds_section(data),
         baseline=e(
             f"Errors of {data.metric.split('.', 1)[1]} in the train, val and test splits; "
             f"avoidable bias is measured against a baseline error of {data.baseline_error:g}."
@@ -274,6 +335,33 @@ def _gap(p: Any) -> str:
     if value is None:
         return "—"
     return f"p = {value:.2g}" + (" (≈ not significant)" if value >= 0.05 else "")
+
+
+def _seeds_section(data: ReportData) -> str:
+    """`warehouse query replicates` as a small table, when some group has two seeds or more."""
+    groups = data.replicates or []
+    if not any((r.get("n_seeds") or 0) >= 2 for r in groups):
+        return ""
+    rows = [
+        [
+            str(r.get("experiment", "")),
+            _fmt_int(r.get("n_seeds")),
+            _fmt(r.get("mean")),
+            _fmt(r.get("std")),
+            _interval(r.get("ci_low"), r.get("ci_high")),
+            "yes" if r.get("lucky_seed") else "no",
+        ]
+        for r in groups
+    ]
+    head = ["experiment", "seeds", f"mean {data.metric}", "std", "95% interval", "lucky seed"]
+    note = (
+        "Runs whose configs differ only in their seed, per group: a lucky seed is a best run "
+        "more than 2 standard deviations above its group's mean, or a group of fewer than 3 "
+        "seeds."
+    )
+    table = _table(head, rows, numeric={1, 2, 3})
+    muted = f'<p class="muted">{html.escape(note)}</p>'
+    return f'<section id="seeds"><h2>Seeds</h2>{muted}{table}</section>'
 
 
 def _decomposition_table(data: ReportData) -> str:
@@ -380,6 +468,7 @@ _PAGE = """<!DOCTYPE html>
 <section id="leaderboard"><h2>Leaderboard</h2>{leaderboard}</section>
 <section id="decomposition"><h2>Bias / variance of each experiment's best run</h2>
 <p class="muted">{baseline}</p>{decomposition}</section>
+{seeds}
 <footer>Made by <code>warehouse report</code> from the same Vega-Lite views as the Kibana
 dashboards. Opens offline; nothing is fetched.</footer>
 </main>

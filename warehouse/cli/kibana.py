@@ -42,6 +42,16 @@ def register(app: typer.Typer) -> None:
     app.add_typer(kibana_app, name="kibana")
 
 
+SliceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--slice",
+        metavar="COLUMN",
+        help="Sample column of the slice heat map (default: label, shown when present).",
+    ),
+]
+
+
 def _settings(**cli: Any) -> Any:
     from warehouse.settings import load
 
@@ -59,6 +69,7 @@ def report(
     metric: MetricOpt = None,
     direction: DirectionOpt = None,
     title: Annotated[str | None, typer.Option("--title", help="Heading of the report.")] = None,
+    slice: SliceOpt = None,
 ) -> None:
     """Write one self-contained HTML report: the three views, the leaderboard, the run count.
 
@@ -68,7 +79,7 @@ def report(
     from warehouse.report import write_report
 
     settings = _settings(primary_metric=metric, direction=direction)
-    path = write_report(settings, out, filter=query, title=title)
+    path = write_report(settings, out, filter=query, title=title, slice=slice)
     info(f"report written to {path}")
     typer.echo(str(path))
 
@@ -86,6 +97,7 @@ def export_objects_cmd(
     ] = None,
     metric: MetricOpt = None,
     direction: DirectionOpt = None,
+    slice: SliceOpt = None,
 ) -> None:
     """Generate the saved objects from the package into kibana/warehouse.ndjson.
 
@@ -96,7 +108,7 @@ def export_objects_cmd(
     from warehouse.output import info
 
     settings = _settings(index_prefix=prefix, primary_metric=metric, direction=direction)
-    path = write_ndjson(out_dir, objects_for(settings))
+    path = write_ndjson(out_dir, objects_for(settings, slice or "label"))
     info(f"wrote {path}")
     typer.echo(str(path))
 

@@ -21,6 +21,13 @@ The spec's transforms do the rest (ranking, running best, bias/variance arithmet
   :func:`view_response` builds it from :mod:`warehouse.query.views` (the CLI's answers), so
   the report and Kibana draw the same spec from the same numbers.
 
+``slices_heatmap.json`` is the slice heat map (experiments x values of a sample column, coloured
+by a 0/1 column's mean): one aggregation on the *samples* index (a filter on the split, then
+``terms`` on experiment, on the slice column and on the 0/1 column), the mean computed in the
+spec; :func:`slices_spec_for_kibana` / :func:`slices_spec_with_values` fill in ``{slice}``,
+``{column}``, ``{split}`` and ``{scope}``, and :func:`warehouse.vega.responses.slices_response`
+builds its answer from ``warehouse query slices`` for the report.
+
 ``step_series.json`` is the live-training line chart (one line per run over the steps data
 stream); :func:`step_series_spec` fills in the field it plots.
 
@@ -79,7 +86,7 @@ def load_spec(name: str) -> dict[str, Any]:
     """A fresh copy of the spec file ``warehouse/vega/<name>.json``."""
     path = resources.files("warehouse") / "vega" / f"{name}.json"
     if not path.is_file():
-        known = ", ".join((*VIEWS, "step_series"))
+        known = ", ".join((*VIEWS, "slices_heatmap", "step_series"))
         raise ConfigurationError(f"no Vega-Lite view named {name!r}; known views: {known}")
     spec: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return spec
@@ -117,6 +124,52 @@ def spec_with_values(
         spec["width"] = width
     if height is not None:
         spec["height"] = height
+    return spec
+
+
+SLICES_VIEW = "slices_heatmap"
+_KIBANA_SCOPE = "every run of each experiment recorded in the time range"
+_REPORT_SCOPE = "each experiment's best run"
+
+
+def slices_spec_for_kibana(
+    prefix: str = "warehouse", slice: str = "label", column: str = "correct", split: str = "val"
+) -> dict[str, Any]:
+    """The slice heat map as Kibana runs it: one aggregation on ``<prefix>-samples``."""
+    spec = _slices(slice, column, split, _KIBANA_SCOPE)
+    url = spec["data"]["url"]
+    url["index"] = _prefixed(url["index"], prefix)
+    return spec
+
+
+def slices_spec_with_values(
+    response: Mapping[str, Any],
+    slice: str = "label",
+    column: str = "correct",
+    split: str = "val",
+    *,
+    width: int | None = None,
+    height: int | None = None,
+) -> dict[str, Any]:
+    """The slice heat map with ``response`` (Kibana's answer, or
+    :func:`warehouse.vega.responses.slices_response`) inlined, for the report."""
+    spec = _slices(slice, column, split, _REPORT_SCOPE)
+    spec["data"] = {"values": response, "format": spec["data"]["format"]}
+    if width is not None:
+        spec["width"] = width
+    if height is not None:
+        spec["height"] = height
+    return spec
+
+
+def _slices(slice: str, column: str, split: str, scope: str) -> dict[str, Any]:
+    for what, name in (("slice column", slice), ("metric column", column), ("split", split)):
+        if not re.fullmatch(r"[A-Za-z_][\w.@-]*", name or ""):
+            raise ConfigurationError(
+                f"{what} {name!r} is not a sample column name; give one such as label"
+            )
+    values = {"{slice}": slice, "{column}": column, "{split}": split, "{scope}": scope}
+    spec: dict[str, Any] = _fill(load_spec(SLICES_VIEW), values)
     return spec
 
 
@@ -311,7 +364,8 @@ _SOURCE_PATH = re.compile(r"datum\._source\.([A-Za-z_@][\w@]*(?:\.[A-Za-z_@][\w@
 def vega_fields_used(spec: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """``(index, field, kind)`` read by a Vega-Lite spec's Elasticsearch query and transforms:
     aggregated fields, sort keys and ``_source`` paths anywhere in the body (``top_hits``
-    included), the time field, and the metric the params name."""
+    included), the time field, and the metric the params name — not the sample columns the
+    params ``slice_column``/``metric_column`` name (any column a run's samples bring)."""
     url = spec["data"]["url"]
     index = url["index"]
     body = url.get("body", {})
@@ -322,7 +376,9 @@ def vega_fields_used(spec: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     params = {p["name"]: p.get("value") for p in spec.get("params", [])}
     if "metric_split" in params and "metric_name" in params:
         used.append((index, f"metrics.{params['metric_split']}.{params['metric_name']}", "any"))
-    return sorted(set(used))
+    # the slice heat map's sample columns are the user's own, mapped when data brings them
+    own = {params.get("slice_column"), params.get("metric_column")} - {None}
+    return sorted({u for u in used if u[1] not in own})
 
 
 def _body_fields(node: Any) -> list[str]:

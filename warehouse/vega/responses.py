@@ -155,3 +155,37 @@ def _text(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
     return value
+
+
+def slices_response(rows: Sequence[Mapping[str, Any]], slice: str) -> dict[str, Any]:
+    """``warehouse query slices`` rows (of a 0/1 column) as the slice heat map's aggregation
+    answer: per experiment (in the rows' first-seen order), per slice value, the count of 1s
+    and of 0s as the ``outcome`` terms buckets. Rows of a non-0/1 column (no interval) are
+    left out: the heat map draws 0/1 columns only."""
+    experiments: dict[Any, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row.get("ci_low") is None or row.get("mean") is None:
+            continue
+        n = int(row["n"])
+        right = round(float(row["mean"]) * n)
+        outcome = [{"key": k, "doc_count": c} for k, c in ((1, right), (0, n - right)) if c]
+        experiments.setdefault(row.get("experiment"), []).append(
+            {
+                "key": row[slice],
+                "doc_count": n,
+                "outcome": {"sum_other_doc_count": 0, "buckets": outcome},
+            }
+        )
+    buckets = [
+        {
+            "key": experiment,
+            "doc_count": sum(c["doc_count"] for c in cells),
+            "slices": {"buckets": sorted(cells, key=lambda c: (-c["doc_count"], str(c["key"])))},
+        }
+        for experiment, cells in experiments.items()
+    ]
+    total = sum(b["doc_count"] for b in buckets)
+    return {
+        "hits": {"hits": []},
+        "aggregations": {"split": {"doc_count": total, "experiments": {"buckets": buckets}}},
+    }
