@@ -122,3 +122,28 @@ def test_log_samples_refuses_bad_ids_on_both_stores_and_keeps_the_split_before(
         assert _doc(store, run.run_id)["sample_counts"] == {"val": 5}
     outbox = home / "outbox"
     assert not outbox.exists() or not [p for p in outbox.iterdir() if p.suffix == ".json"]
+
+
+def test_a_sample_column_the_first_row_lacks_is_kept(home: Path) -> None:
+    """Arrow's from_pylist takes the first row's keys only: a `label` that row lacked was
+    dropped for every sample, silently. Every column any row has is kept; rows without it
+    hold a null there, across batch boundaries too."""
+    import pyarrow as pa
+
+    import warehouse
+    from warehouse.sample_rows import BATCH_ROWS
+    from warehouse.stores.local import LocalStore
+
+    n = BATCH_ROWS + 10
+    rows: list[dict[str, object]] = [
+        {"sample_id": f"s{i}", "correct": i % 2 == 0} for i in range(n)
+    ]
+    rows[1]["label"] = "cat"
+    rows[-1]["size"] = 3.5  # only in the last batch
+    with warehouse.start_run("columns") as run:
+        run.log_samples("val", rows)
+    with LocalStore(home) as store:
+        table = pa.Table.from_batches(list(store.sample_batches(run.run_id, "val")))
+    assert table.num_rows == n
+    assert table.column("label").to_pylist()[:3] == [None, "cat", None]
+    assert table.column("size").null_count == n - 1

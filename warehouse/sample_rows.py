@@ -58,10 +58,14 @@ def iter_batches(rows: Any) -> Iterator[pa.RecordBatch]:
 
 
 def batch_from_rows(rows: list[Mapping[str, Any]]) -> pa.RecordBatch:
+    """Rows as one batch with every column any row has (first-seen order); a row without a
+    column gets a null there. (Arrow's ``from_pylist`` takes the first row's keys only, and
+    silently dropped a column the first row lacked.)"""
     import pyarrow as pa
 
+    names = list(dict.fromkeys(key for row in rows for key in row))
     try:
-        return pa.RecordBatch.from_pylist([dict(r) for r in rows])
+        return pa.RecordBatch.from_pydict({name: [row.get(name) for row in rows] for name in names})
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise InvalidRecord(f"sample rows have inconsistent column types: {exc}") from None
 
