@@ -3,7 +3,7 @@
 Policy lives here, once: metric validation (NaN/inf → ``invalid_metrics``, non-numbers refused),
 name normalisation (the rules themselves: ``run_rules``), the primary metric and the
 bias/variance decomposition, the record's version (``updated_at``), and what the run's status
-becomes on each way it can end. Writes go through the recorder's store and object store
+becomes on each way it can end. Writes go straight to the recorder's store and object store
 (the durable path: see ``replication/``); the process-wide
 :class:`~warehouse.lifecycle.Lifecycle` ends the run on SIGTERM and at exit, and beats its
 heartbeat.
@@ -66,9 +66,6 @@ class RunHost(Protocol):
 
     @property
     def objects(self) -> ObjectStore: ...
-
-    def write_run(self, record: Run) -> None:
-        """Write (a new version of) the run record."""
 
     def forget(self, run: ActiveRun) -> None:
         """The run has ended: it is no longer the current run."""
@@ -353,7 +350,7 @@ class ActiveRun:
             rec.lost_at = (
                 beat + timedelta(seconds=lost_after(self.settings.heartbeat_s)) if running else None
             )
-            self._recorder.write_run(rec)
+            self._recorder.store.write_runs([rec.to_doc()])
 
     def end(
         self,
