@@ -35,14 +35,14 @@ def test_ctrl_c_inside_end_waits_until_the_run_is_written(tmp_path: Path, home: 
         tmp_path,
         """
         import os, signal, warehouse
-        from warehouse.recorder import Recorder
+        from warehouse.replication.store import ReplicatingStore
 
-        real = Recorder.write_run
-        def write_run(self, record):
-            if record.status != "running":  # the final save: Ctrl-C lands in the middle
+        real = ReplicatingStore.write_runs
+        def write_runs(self, docs):
+            if docs[0]["status"] != "running":  # the final save: Ctrl-C lands in the middle
                 os.kill(os.getpid(), signal.SIGINT)
-            real(self, record)
-        Recorder.write_run = write_run
+            real(self, docs)
+        ReplicatingStore.write_runs = write_runs
 
         run = warehouse.start_run(experiment="ctrl-c")
         run.log_metrics("val", {"acc": 0.5})
@@ -66,15 +66,15 @@ def test_sigterm_inside_a_save_is_handled_after_it(tmp_path: Path, home: Path) -
         tmp_path,
         """
         import os, signal, warehouse
-        from warehouse.recorder import Recorder
+        from warehouse.replication.store import ReplicatingStore
 
         run = warehouse.start_run(experiment="term")
-        real = Recorder.write_run
-        def write_run(self, record):
-            if record.metrics:  # the save after log_metrics: SIGTERM lands in the middle
+        real = ReplicatingStore.write_runs
+        def write_runs(self, docs):
+            if docs[0]["metrics"]:  # the save after log_metrics: SIGTERM lands in the middle
                 os.kill(os.getpid(), signal.SIGTERM)
-            real(self, record)
-        Recorder.write_run = write_run
+            real(self, docs)
+        ReplicatingStore.write_runs = write_runs
         print(run.run_id, flush=True)
         run.log_metrics("val", {"acc": 0.5})
         run.save()

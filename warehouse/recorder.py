@@ -190,10 +190,6 @@ class Recorder:
         _CURRENT.set(run)
         return run
 
-    def write_run(self, record: Run) -> None:
-        """Write (a new version of) a run record."""
-        self.store.write_runs([record.to_doc()])
-
     def forget(self, run: ActiveRun) -> None:
         """``run`` has ended: it is no longer the current run."""
         if _CURRENT.get() is run:

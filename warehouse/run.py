@@ -1,11 +1,12 @@
 """ActiveRun: a run being recorded — metrics, samples, outputs, artifacts, steps, then its end.
 
 Policy lives here, once: metric validation (NaN/inf → ``invalid_metrics``, non-numbers refused),
-name normalisation, the primary metric and the bias/variance decomposition, the record's
-version (``updated_at``), and what the run's status becomes on each way it can end. Writes go
-through the recorder's store and object store (the durable path: see ``replication/``); the
-process-wide :class:`~warehouse.lifecycle.Lifecycle` ends the run on SIGTERM and at exit, and
-beats its heartbeat.
+name normalisation (the rules themselves: ``run_rules``), the primary metric and the
+bias/variance decomposition, the record's version (``updated_at``), and what the run's status
+becomes on each way it can end. Writes go straight to the recorder's store and object store
+(the durable path: see ``replication/``); the process-wide
+:class:`~warehouse.lifecycle.Lifecycle` ends the run on SIGTERM and at exit, and beats its
+heartbeat.
 
     with warehouse.start_run(experiment="resnet", config=cfg) as run:
         run.log_metrics("val", {"acc": 0.93})
@@ -18,7 +19,6 @@ import hashlib
 import logging
 import math
 import mimetypes
-import numbers
 import os
 import threading
 import traceback
@@ -37,13 +37,13 @@ from warehouse.models import (
     RunError,
     RunStatus,
     decompose,
-    normalise_name,
     sample_column_for,
     utcnow,
 )
 from warehouse.objects.base import object_key
 from warehouse.query.stats import Summary
 from warehouse.query.status import lost_after
+from warehouse.run_rules import Names, as_number, sample_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -66,9 +66,6 @@ class RunHost(Protocol):
 
     @property
     def objects(self) -> ObjectStore: ...
-
-    def write_run(self, record: Run) -> None:
-        """Write (a new version of) the run record."""
 
     def forget(self, run: ActiveRun) -> None:
         """The run has ended: it is no longer the current run."""
@@ -109,7 +106,7 @@ class ActiveRun:
         self._columns: dict[str, dict[str, Summary]] = {}
         self._metric_columns: dict[str, dict[str, str]] = {}
         self._ci_cache: dict[tuple[str, str, str], dict[str, Any] | None] = {}
-        self._names = _Names()  # the names as logged behind each stored one (collisions)
+        self._names = Names()  # the names as logged behind each stored one (collisions)
         self._secrets = secrets  # the config's, scrubbed from errors
         self._resumed = resumed  # started with the run id of an earlier attempt
 
@@ -353,7 +350,7 @@ class ActiveRun:
             rec.lost_at = (
                 beat + timedelta(seconds=lost_after(self.settings.heartbeat_s)) if running else None
             )
-            self._recorder.write_run(rec)
+            self._recorder.store.write_runs([rec.to_doc()])
 
     def end(
         self,
@@ -461,36 +458,15 @@ class ActiveRun:
                 self.record.metrics_ci.pop(split, None)
 
     def _sample_batches(self, split: str, rows: Any) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa
-
-        from warehouse.sample_rows import (
-            SampleIds,
-            iter_batches,
-            nan_to_null,
-            normalise_sample_column,
-            with_output_uris,
-        )
+        from warehouse.sample_rows import SampleIds, iter_batches, nan_to_null, with_output_uris
 
         ids = SampleIds(self.run_id, split)
-        for batch in iter_batches(rows):
-            names = [normalise_sample_column(n) for n in batch.schema.names]
-            if len(set(names)) != len(names):
-                raise InvalidRecord(
-                    f"sample columns {batch.schema.names} collide once normalised to {names}"
-                )
-            batch = batch.rename_columns(names)
-            if "sample_id" not in names:
-                raise InvalidRecord(
-                    f"samples of split {split!r} have no 'sample_id' column "
-                    f"(columns: {', '.join(names)}); add one that identifies each sample"
-                )
-            batch = batch.set_column(
-                names.index("sample_id"), "sample_id", batch.column("sample_id").cast(pa.string())
-            )
+        for raw in iter_batches(rows):
+            batch = sample_columns(split, raw)
             ids.check(batch)  # before any output of the batch is stored
             batch = nan_to_null(batch)
             self._summarise(split, batch)
-            if "output" in names:
+            if "output" in batch.schema.names:
                 batch = self._store_inline_outputs(split, batch)
             outputs = self._outputs.get(split)
             if outputs:
@@ -546,79 +522,8 @@ class ActiveRun:
         self._stale_splits.clear()
 
 
-class _Names:
-    """The names as logged behind each stored (normalised) split and metric name, so two names
-    that would become one are refused instead of one value silently replacing the other."""
-
-    def __init__(self) -> None:
-        self._splits: dict[str, str] = {}
-        self._metrics: dict[tuple[str, str], str] = {}
-        self._mutex = threading.Lock()
-
-    def split(self, raw: str) -> str:
-        name = normalise_name(raw)
-        with self._mutex:
-            seen = self._splits.setdefault(name, str(raw))
-        if seen != str(raw):
-            raise InvalidRecord(_collision("split names", seen, str(raw), name))
-        return name
-
-    def metrics(self, split: str, metrics: Mapping[str, Any]) -> dict[str, str]:
-        """``{raw name: stored name}`` for the metrics of one call (all checked first)."""
-        names: dict[str, str] = {}
-        first: dict[str, str] = {}
-        for raw in metrics:
-            name = names[raw] = normalise_name(raw)
-            other = first.setdefault(name, str(raw))
-            if other != str(raw):
-                raise InvalidRecord(
-                    _collision(f"metric names of split {split!r}", other, raw, name)
-                )
-        with self._mutex:
-            for name, raw in first.items():
-                seen = self._metrics.get((split, name), raw)
-                if seen != raw:
-                    raise InvalidRecord(
-                        _collision(f"metric names of split {split!r}", seen, raw, name)
-                    )
-            for name, raw in first.items():
-                self._metrics[(split, name)] = raw
-        return names
-
-
-def _collision(what: str, first: str, second: str, name: str) -> str:
-    return (
-        f"{what} {first!r} and {second!r} would both be stored as {name!r} (only letters, "
-        "digits, '_' and '-' are kept in names); rename one of them. Nothing of this call "
-        "was stored"
-    )
-
-
 class _Terminated(Exception):
     """The process received SIGTERM (recorded as the run's error)."""
-
-
-def as_number(split: str, name: str, value: Any) -> float:
-    """A metric value as a float (numpy/torch scalars, bools too); InvalidRecord otherwise."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, numbers.Real):
-        try:
-            return float(value)
-        except OverflowError:  # an int beyond float range (10**400): not a finite number
-            return -math.inf if str(value).startswith("-") else math.inf
-    item = getattr(value, "item", None)  # numpy / torch scalars
-    if callable(item):
-        try:
-            inner = item()
-        except (TypeError, ValueError):
-            inner = None
-        if isinstance(inner, numbers.Real):
-            return float(inner)
-    raise InvalidRecord(
-        f"metric {split}.{name} has non-numeric value {value!r} ({type(value).__name__}); "
-        "metrics must be numbers — record text as a tag or in the config"
-    )
 
 
 def _hash_file(path: Path) -> tuple[str, int]:

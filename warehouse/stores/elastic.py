@@ -10,18 +10,18 @@ newer one), a split's samples are deleted and rewritten, steps are created by ``
 ``refresh=wait_for``, samples refreshed once at the end: "record, then query" sees the record.
 A server that answers the 9.x client's first request is accepted whatever version it reports
 (an 8.x refuses its ``compatible-with=9`` headers; noida-db says 8.15.3 and speaks the 9 API).
+The client and its retry policy come from ``elastic_connect``; the samples index is written and
+read by ``elastic_samples``, on this store's helpers.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
-from urllib.parse import urlsplit
 
 import elastic_transport
 import pyarrow as pa
@@ -29,20 +29,12 @@ from elasticsearch import Elasticsearch
 
 from warehouse import lucene
 from warehouse.docpath import get_path
-from warehouse.errors import (
-    ConfigurationError,
-    InvalidRecord,
-    NotFound,
-    QuerySyntaxError,
-    StoreUnavailable,
-    WarehouseError,
-)
+from warehouse.errors import InvalidRecord, NotFound, QuerySyntaxError, WarehouseError
 from warehouse.models import run_version
-from warehouse.plain_http import check_credentials_transport
-from warehouse.sample_rows import SampleIds
 from warehouse.stores import elastic_bulk as bulk
-from warehouse.stores import elastic_groups as eg
+from warehouse.stores import elastic_connect as connect
 from warehouse.stores import elastic_query as eq
+from warehouse.stores import elastic_samples as samples
 from warehouse.stores.base import (
     CountQuery,
     ExperimentBest,
@@ -53,13 +45,8 @@ from warehouse.stores.base import (
     SampleQuery,
     StepRange,
 )
-from warehouse.stores.elastic_errors import (
-    CLIENT_ERRORS,
-    map_error,
-    not_initialised,
-    public_url,
-    quiet_transport_logs,
-)
+from warehouse.stores.elastic_connect import DEFAULT_TIMEOUT_S, MAX_RETRIES
+from warehouse.stores.elastic_errors import CLIENT_ERRORS, map_error, not_initialised, public_url
 from warehouse.stores.elastic_templates import KINDS, MAX_TYPED_PARAMS, Kind, index_names
 
 if TYPE_CHECKING:
@@ -69,12 +56,8 @@ log = logging.getLogger(__name__)
 
 MAX_EXPERIMENTS = 10_000
 _TIE_CANDIDATES = 10  # best runs fetched per experiment; ties among them settled client-side
-DEFAULT_TIMEOUT_S = 4.0  # as the setting es_timeout_s: one timeout + start-up fits in 5 s
-MAX_RETRIES = 2  # of refused connections and 429/5xx answers; a time-out is never retried
 WRITE_TIMEOUT_S = 120.0  # bulk chunks and delete_by_query may take longer than a search
 _FIELDS_TTL_S = 30.0
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_SAMPLE_DEFAULTS = ("sample_id",)  # what a bare term searches in a sample filter
 
 
 class ElasticStore:
@@ -114,28 +97,9 @@ class ElasticStore:
     @classmethod
     def from_settings(cls, settings: Settings) -> ElasticStore:
         """The store ``settings`` describe (URL, credentials, TLS, prefix); offline."""
-        if not settings.es_url:
-            raise ConfigurationError(
-                "the store is elasticsearch but no URL is set: set WAREHOUSE_ES_URL "
-                "(e.g. http://localhost:9200) or es_url in warehouse.toml"
-            )
-        options: dict[str, Any] = {
-            "request_timeout": settings.es_timeout_s,
-            "verify_certs": settings.es_verify_certs,
-        }
-        if settings.es_api_key is not None:
-            options["api_key"] = settings.es_api_key.get_secret_value()
-        elif settings.es_username:
-            password = settings.es_password.get_secret_value() if settings.es_password else ""
-            options["basic_auth"] = (settings.es_username, password)
-        if not settings.es_verify_certs:
-            options["ssl_show_warn"] = False  # asked for explicitly; no warning per request
-        if settings.es_ca_certs is not None:
-            options["ca_certs"] = str(settings.es_ca_certs)
-        if settings.es_fingerprint:
-            options["ssl_assert_fingerprint"] = settings.es_fingerprint
+        url, options = connect.settings_options(settings)
         return cls(
-            settings.es_url,
+            url,
             prefix=settings.index_prefix,
             steps_retention=settings.steps_retention,
             client_options=options,
@@ -145,63 +109,19 @@ class ElasticStore:
     # connection ----------------------------------------------------------------------------
     @property
     def client(self) -> Elasticsearch:
-        """The client, created and version-checked on first use.
-
-        Bounded against a server that accepts connections but never answers: a request that
-        times out (``request_timeout``, WAREHOUSE_ES_TIMEOUT_S) is not sent again, so the
-        first contact of a command costs one timeout, not one per retry. Refused connections
-        and 429/502/503/504 answers are retried (twice, 0.25 s then 0.5 s apart).
-        """
+        """The client, created and version-checked on first use (see ``elastic_connect``:
+        a time-out is never retried, refused connections and 429/5xx answers twice)."""
         with self._lock:
             if self._client is None:
-                options = {
-                    "request_timeout": DEFAULT_TIMEOUT_S,
-                    "max_retries": MAX_RETRIES,
-                    "retry_on_status": (429, 502, 503, 504),
-                    "retry_on_timeout": False,
-                    "retry_backoff_base": 0.25,
-                    "retry_backoff_cap": 1.0,
-                    **self._options,
-                }
-                if not self.url.startswith("https:"):
-                    for key in (
-                        "ca_certs",
-                        "ssl_assert_fingerprint",
-                        "verify_certs",
-                        "ssl_show_warn",
-                    ):
-                        options.pop(key, None)
-                check_credentials_transport(
-                    self.url,
-                    service="Elasticsearch",
-                    setting="WAREHOUSE_ES_URL",
-                    credentials="api_key" in options
-                    or "basic_auth" in options
-                    or "@" in urlsplit(self.url).netloc,
-                    require_tls=self.require_tls,
+                self._client = connect.connect(
+                    self.url, self._options, require_tls=self.require_tls
                 )
-                quiet_transport_logs()
-                try:
-                    self._client = Elasticsearch(self.url, **options)
-                except ValueError as exc:
-                    raise ConfigurationError(
-                        f"invalid Elasticsearch connection settings for "
-                        f"{public_url(self.url)}: {exc}"
-                    ) from None
             client = self._client
         if self._info is None:
             try:
                 self._info = self._read_info(client)  # other errors: the caller's _map_errors
             except elastic_transport.ConnectionTimeout:
-                timeout = self._options.get("request_timeout", DEFAULT_TIMEOUT_S)
-                raise StoreUnavailable(
-                    f"Elasticsearch at {public_url(self.url)} accepted the connection but did "
-                    f"not answer within {timeout:g} s (WAREHOUSE_ES_TIMEOUT_S); check that it "
-                    "is healthy (not overloaded, out of disk or stopped in a debugger); "
-                    "records wait in the outbox until 'warehouse sync'",
-                    url=public_url(self.url),
-                    hung=True,  # the shipper remembers it for the process, as its own waits
-                ) from None
+                raise connect.not_answering(self.url, self._options) from None
         return client
 
     def server_info(self) -> dict[str, Any]:
@@ -212,13 +132,7 @@ class ElasticStore:
         return self._info
 
     def _read_info(self, client: Elasticsearch) -> dict[str, Any]:
-        info = dict(client.info().body)
-        number = str(info.get("version", {}).get("number", "?"))
-        if not number.split(".")[0].isdigit() or int(number.split(".")[0]) < 9:
-            # A real 8.x refuses the 9 client's compatible-with=9 headers (400 on this very
-            # request); a server that answers speaks the 9 API whatever number it reports.
-            log.debug("server reports version %s but accepts API version 9; using it", number)
-        self.server_version = number
+        info, self.server_version = connect.read_info(client)
         return info
 
     @contextlib.contextmanager
@@ -254,7 +168,7 @@ class ElasticStore:
         ]
         with self._map_errors("write runs", writing=True):
             self._ensure_ready("runs")
-            writer = self.client.options(request_timeout=WRITE_TIMEOUT_S)
+            writer = self._writer()
             result = bulk.send(writer, items, refresh="wait_for")
         if any(len(doc.get("params") or {}) > MAX_TYPED_PARAMS for doc in docs):
             self._fields.pop("runs", None)  # params_extra now holds values: read it afresh
@@ -264,79 +178,7 @@ class ElasticStore:
         self, run_id: str, experiment: str, split: str, batches: Iterable[pa.RecordBatch]
     ) -> int:
         """Replace the samples of ``run_id``/``split``; stream the batches; return the count."""
-        index = self.names["samples"]
-        recorded_at = dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
-        result = bulk.BulkResult()
-        rows = 0
-        seen: dict[str, None] = {}
-        with self._map_errors("write samples", writing=True):
-            self._ensure_ready("samples")
-            client = self.client.options(request_timeout=WRITE_TIMEOUT_S)
-            split_query = {
-                "bool": {"filter": [{"term": {"run_id": run_id}}, {"term": {"split": split}}]}
-            }
-
-            def clear() -> None:
-                client.delete_by_query(
-                    index=index,
-                    query=split_query,
-                    refresh=True,
-                    conflicts="proceed",
-                    wait_for_completion=True,
-                )
-
-            clear()
-            ids = SampleIds(run_id, split)
-            try:
-                for batch in batches:
-                    bulk.check_batch(batch, run_id, split)
-                    ids.check(batch)
-                    if not len(batch):
-                        continue
-                    try:
-                        items = bulk.sample_items(
-                            batch, index, run_id, experiment, split, recorded_at, rows
-                        )
-                    except pa.ArrowException as exc:
-                        raise InvalidRecord(
-                            f"samples of run {run_id} split {split!r} cannot be encoded ({exc}); "
-                            "give each column one plain type (numbers, text, booleans, times)"
-                        ) from None
-                    result.add(bulk.send(client, items))
-                    rows += len(batch)
-                    seen.update(dict.fromkeys(batch.schema.names))
-                ids.finish()
-            except InvalidRecord:
-                clear()  # a refused split is not stored, as in the local store
-                raise
-            client.indices.refresh(index=index)
-        self._raise_rejected(result, "sample", rows)
-        if seen:
-            self._warn_unindexed(run_id, split, list(seen))
-        return rows
-
-    def _warn_unindexed(self, run_id: str, split: str, names: Sequence[str]) -> None:
-        """Say which sample columns the index left unmapped past its field limit: they are
-        kept in ``_source`` (and read back) but cannot be filtered, sliced or sorted on."""
-        mapped = self.columns("samples", fresh=True)
-        missing = [n for n in names if n not in mapped and not any(
-            key.startswith(f"{n}.") for key in mapped
-        )]  # fmt: skip
-        if missing:
-            shown = ", ".join(missing[:8]) + (
-                f" and {len(missing) - 8} more" if len(missing) > 8 else ""
-            )
-            log.warning(
-                "samples of run %s split %r: %d column(s) went unindexed past the samples "
-                "index's field limit (%s): kept and read back, but Elasticsearch cannot filter, "
-                "slice or sort on them; raise index.mapping.total_fields.limit of %s or log "
-                "fewer columns",
-                run_id,
-                split,
-                len(missing),
-                shown,
-                self.names["samples"],
-            )
+        return samples.write(self, run_id, experiment, split, batches)
 
     def write_steps(self, run_id: str, experiment: str, steps: Sequence[dict[str, Any]]) -> None:
         """Store step documents ``run_id:seq``; the first write of a ``seq`` wins.
@@ -356,11 +198,15 @@ class ElasticStore:
         ]
         with self._map_errors("write steps", writing=True):
             self._ensure_ready("steps")
-            writer = self.client.options(request_timeout=WRITE_TIMEOUT_S)
+            writer = self._writer()
             result = bulk.send(writer, bulk.item_lines("create", stream, docs), refresh="wait_for")
         if result.existing:
             log.debug("%d step(s) of run %s were already stored", result.existing, run_id)
         self._raise_rejected(result, "step", len(docs))
+
+    def _writer(self) -> Elasticsearch:
+        """The client with the write timeout: bulk chunks and deletes outlast a search."""
+        return self.client.options(request_timeout=WRITE_TIMEOUT_S)
 
     def _ensure_ready(self, kind: Kind) -> None:
         """Fail with 'run warehouse init' before writing where init never ran (checked once)."""
@@ -468,79 +314,17 @@ class ElasticStore:
 
     def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:
         """A run's sample rows (one split or all), sorted, from ``offset``, at most ``limit``."""
-        limit = query.limit
-        self._require_run(query.run_id, "samples")
-
-        def build(columns: dict[str, str]) -> dict[str, Any]:
-            must: list[dict[str, Any]] = [{"term": {"run_id": query.run_id}}]
-            if query.split is not None:
-                must.append({"term": {"split": query.split}})
-            if query.filter:
-                must.append(eq.to_query(query.filter, columns, _SAMPLE_DEFAULTS))
-            if query.sort is not None:
-                lucene.sort_kind(query.sort, columns, explicit=True, what="sample column")
-                sort: list[Any] = [
-                    {query.sort: {"order": query.order, "missing": "_last"}},
-                    {"sample_id": {"order": "asc"}},
-                    {"split": {"order": "asc"}},
-                ]
-            else:
-                sort = [{"split": {"order": "asc"}}, {bulk.ROW_FIELD: {"order": "asc"}}]
-            return {
-                "query": {"bool": {"filter": must}},
-                "sort": sort,
-                "_source": {"excludes": [bulk.ROW_FIELD]},
-            }
-
-        body = self._build("samples", build)
-        if body is None:
-            return iter(())
-        return (hit["_source"] for hit in self._hits("samples", body, limit, query.offset))
+        return samples.search(self, query)
 
     def sample_batches(
         self, run_id: str, split: str, columns: Sequence[str] | None = None
     ) -> Iterator[pa.RecordBatch]:
         """One split's rows as Arrow batches in write order (a point-in-time scan)."""
-        body: dict[str, Any] = {
-            "query": {
-                "bool": {"filter": [{"term": {"run_id": run_id}}, {"term": {"split": split}}]}
-            },
-            "sort": [{bulk.ROW_FIELD: {"order": "asc"}}],
-            "_source": {"excludes": [bulk.ROW_FIELD]}
-            if columns is None
-            else {"includes": list(columns)},
-        }
-        if not self._count("samples", run_id=run_id, split=split):
-            raise NotFound(
-                f"run {run_id} has no {split!r} samples in Elasticsearch at {public_url(self.url)}",
-                run_id=run_id,
-            )
-        hits = self._hits("samples", body, None, 0)
-        return bulk.batches_of(hit["_source"] for hit in hits)
+        return samples.batches(self, run_id, split, columns)
 
     def group_samples(self, query: GroupQuery) -> list[Group]:
         """Grouped sample counts: one aggregation (two with bins: their range first)."""
-        columns = self.columns("samples")
-        if query.by not in columns or query.column not in columns:
-            return []
-        cuts: list[float] = []
-        with self._map_errors("group samples"):
-            if query.bins is not None:
-                span = self.client.search(index=self.names["samples"], **eg.range_body(query))
-                lo, hi = (span.body["aggregations"][k]["value"] for k in ("lo", "hi"))
-                if lo is None or hi is None:
-                    return []
-                cuts = query.cuts(float(lo), float(hi))
-            keys = None
-            if query.order == "wrong" and not query.per_run and query.bins is None:
-                first = eg.most_wrong_body(query, columns[query.column])
-                found = self.client.search(index=self.names["samples"], **first).body
-                keys = eg.candidates(found)
-                if not keys:  # nothing is ever wrong: the first groups by key
-                    keys = None
-            request = eg.body(query, columns[query.column], cuts, keys)
-            answer = self.client.search(index=self.names["samples"], **request).body
-        return eg.groups(answer, query, cuts)
+        return samples.group(self, query)
 
     def steps(self, query: StepRange) -> Iterator[dict[str, Any]]:
         """A run's steps in ``seq`` order, after ``after_seq``, at most ``limit``."""
@@ -706,4 +490,12 @@ def init_elasticsearch(settings: Settings) -> list[tuple[str, str, str]]:
         return store.install()
 
 
-__all__ = ["KINDS", "ElasticStore", "init_elasticsearch", "map_error", "public_url"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "KINDS",
+    "MAX_RETRIES",
+    "ElasticStore",
+    "init_elasticsearch",
+    "map_error",
+    "public_url",
+]
