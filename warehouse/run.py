@@ -41,7 +41,6 @@ from warehouse.models import (
     utcnow,
 )
 from warehouse.objects.base import object_key
-from warehouse.query.stats import Summary
 from warehouse.query.status import lost_after
 from warehouse.run_rules import Names, as_number, sample_columns
 
@@ -50,6 +49,7 @@ if TYPE_CHECKING:
 
     from warehouse.live.steps import StepLogger, StepOptions
     from warehouse.objects.base import ObjectStore
+    from warehouse.query.stats import Summary
     from warehouse.settings import Settings
     from warehouse.stores.base import Store
 
@@ -485,7 +485,7 @@ class ActiveRun:
             if not numeric and not pa.types.is_boolean(kind):
                 continue
             values = column.cast(pa.float64()).to_numpy(zero_copy_only=False)
-            summaries.setdefault(name, Summary()).add(values)
+            summaries.setdefault(name, _summary()).add(values)
 
     def _store_inline_outputs(self, split: str, batch: pa.RecordBatch) -> pa.RecordBatch:
         import pyarrow as pa
@@ -534,6 +534,14 @@ def _hash_file(path: Path) -> tuple[str, int]:
             digest.update(chunk)
             size += len(chunk)
     return digest.hexdigest(), size
+
+
+def _summary() -> Summary:
+    """A new column summary; numpy (through the statistics module) is imported only once a
+    run logs samples, not by every process that records a run (``watch`` of a short command)."""
+    from warehouse.query.stats import Summary
+
+    return Summary()
 
 
 __all__ = ["ActiveRun", "RunHost", "as_number"]
