@@ -61,6 +61,8 @@ def measure(es_url: str, runs: int, repeat: int) -> dict[str, Any]:
             "es_url": es_url,
             "index_prefix": f"kb{uuid.uuid4().hex[:8]}",
             "console": False,
+            # the test server answers 100k-run writes and scans in seconds, not milliseconds
+            "es_timeout_s": 600,
         }
     )
     init_elasticsearch(settings)
