@@ -169,16 +169,16 @@ class LocalStore:
                 writer.discard()
 
     def write_steps(self, run_id: str, experiment: str, steps: Sequence[dict[str, Any]]) -> None:
+        from warehouse.live.step_docs import encode_lines
+
         _check_id(run_id, "run_id")
-        lines = []
         for step in steps:
             seq = step.get("seq")
             if not isinstance(seq, int) or isinstance(seq, bool):
                 raise InvalidRecord(f"a step of run {run_id} has seq={seq!r}; seq is an integer")
-            doc = {**step, "run_id": run_id, "experiment": experiment}
-            lines.append(json.dumps(doc, ensure_ascii=False, default=str) + "\n")
-        if not lines:
+        if not steps:
             return
+        data = encode_lines(list(steps), run_id, experiment)  # the batch at once
         path = self.home.steps_file(run_id)
         with self._map_errors(f"append steps to {path}"):
             self.home.ensure()
@@ -186,7 +186,7 @@ class LocalStore:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                write_all(fd, "".join(lines).encode())
+                write_all(fd, data)
             finally:
                 os.close(fd)
 
