@@ -426,7 +426,10 @@ def with_evidence(
     store: Store, rows: Sequence[dict[str, Any]], runs: Sequence[dict[str, Any]], metric: Metric
 ) -> list[dict[str, Any]]:
     """Leaderboard rows with each best run's interval and a paired comparison with the next
-    row's best run (``vs_next_*``: next minus this one, on their shared samples)."""
+    row's best run (``vs_next_*``: next minus this one, on their shared samples). Each run's
+    samples are read once, though most runs are compared twice (with the row above and the
+    row below)."""
+    tables: dict[str, pa.Table | None] = {}
     out = []
     for i, (row, run) in enumerate(zip(rows, runs, strict=True)):
         ci = (run.get("metrics_ci") or {}).get(metric.split, {}).get(metric.name) or {}
@@ -437,7 +440,7 @@ def with_evidence(
             **dict.fromkeys(LEADERBOARD_EVIDENCE[3:]),
         }
         if i + 1 < len(runs):
-            compared = _compare(store, run, runs[i + 1], metric)
+            compared = _compare(store, run, runs[i + 1], metric, tables)
             if compared is not None:
                 extra.update(
                     vs_next_diff=compared.diff,
@@ -450,17 +453,46 @@ def with_evidence(
 
 
 def _compare(
-    store: Store, run: dict[str, Any], other: dict[str, Any], metric: Metric
+    store: Store,
+    run: dict[str, Any],
+    other: dict[str, Any],
+    metric: Metric,
+    tables: dict[str, pa.Table | None],
 ) -> stats.Paired | None:
     counts = (run.get("sample_counts") or {}, other.get("sample_counts") or {})
     if not all(counts[k].get(metric.split) for k in (0, 1)):
         return None
     candidates = candidate_columns(run, metric.split, metric, None)
-    try:
-        _, joined = pair(store, str(run["run_id"]), str(other["run_id"]), metric.split, candidates)
-    except (NotFound, ConfigurationError):
+
+    def table(run_id: str) -> pa.Table | None:
+        if run_id not in tables:
+            try:
+                tables[run_id] = sample_table(store, run_id, metric.split, candidates)
+            except NotFound:
+                tables[run_id] = None
+        return tables[run_id]
+
+    left, right = table(str(run["run_id"])), table(str(other["run_id"]))
+    if left is None or right is None:
         return None
-    return stats.paired(joined.a, joined.b)
+    try:
+        column = _chosen((left, right), candidates, (str(run["run_id"]), str(other["run_id"])))
+    except ConfigurationError:
+        return None
+    if left.num_rows == right.num_rows and left.column("sample_id").equals(
+        right.column("sample_id")
+    ):  # the same samples in the same order (the usual case): no join needed
+        return stats.paired(_floats(left.column(column)), _floats(right.column(column)))
+    joined = (
+        left.select(["sample_id", column])
+        .rename_columns(["sample_id", "a"])
+        .join(
+            right.select(["sample_id", column]).rename_columns(["sample_id", "b"]),
+            keys="sample_id",
+            join_type="inner",
+        )
+    )
+    return stats.paired(_floats(joined.column("a")), _floats(joined.column("b")))
 
 
 __all__ = [
