@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RUN_FIELDS = ("run_id", "experiment")
-"""The run-document fields the report reads per run (the cards count runs and experiments)."""
 
 CHART_WIDTH = 760
 _CHART_HEIGHT = {"best_over_time": 280, "experiments_ranked": None, "bias_variance": None}
@@ -79,7 +77,7 @@ class ReportData:
     direction: str
     baseline_error: float
     filter: str | None
-    runs: list[dict[str, Any]]
+    runs_per_experiment: dict[str, int]  # the cards: runs and experiments (one aggregation)
     leaderboard: list[dict[str, Any]]
     decomposition: list[dict[str, Any]]
     generated_at: datetime
@@ -106,7 +104,10 @@ def collect(
 
     m = resolve_metric(metric, direction)
     metric_path, direct = m.label, m.direction
-    runs = views.runs(store, filter=filter, limit=None, fields=RUN_FIELDS)
+    from warehouse.query.status import lost_aware
+    from warehouse.stores.base import CountQuery
+
+    counts = store.count_by(CountQuery("experiment", lost_aware(filter)))
     board = views.leaderboard(store, metric_path, direct, filter, evidence=True)
     parts = views.decomposition(store, metric_path, direct, filter, baseline_error=baseline_error)
     responses = {view: view_response(view, store, metric_path, direct, filter) for view in VIEWS}
@@ -123,7 +124,7 @@ def collect(
         direction=direct,
         baseline_error=baseline_error,
         filter=filter,
-        runs=runs,
+        runs_per_experiment=counts,
         leaderboard=board,
         decomposition=parts,
         generated_at=datetime.now(UTC),
@@ -251,8 +252,8 @@ def render_html(data: ReportData) -> str:
     scored = [r for r in data.leaderboard if _num(r.get("best_score")) is not None]
     best = scored[0] if scored else None
     cards = [
-        ("Runs", f"{len(data.runs):,}"),
-        ("Experiments", f"{len({r.get('experiment') for r in data.runs}):,}"),
+        ("Runs", f"{sum(data.runs_per_experiment.values()):,}"),
+        ("Experiments", f"{len(data.runs_per_experiment):,}"),
         (f"Best {data.metric}", _fmt(best.get("best_score")) if best else "—"),
         ("Best experiment", str(best.get("experiment")) if best else "—"),
     ]

@@ -115,7 +115,7 @@ class UiData:
             source=describe_source(s),
         )
         board = views.leaderboard(self.store, data.metric, data.direction, evidence=True)
-        experiments = len({r.get("experiment") for r in data.runs})
+        experiments = len(data.runs_per_experiment)
         charts = {}
         if board:
             for view in VIEWS:
