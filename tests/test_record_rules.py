@@ -147,3 +147,18 @@ def test_a_sample_column_the_first_row_lacks_is_kept(home: Path) -> None:
     assert table.num_rows == n
     assert table.column("label").to_pylist()[:3] == [None, "cat", None]
     assert table.column("size").null_count == n - 1
+
+
+def test_a_huge_error_message_is_cut_with_a_note(home: Path) -> None:
+    """A 50 MB message (a dumped tensor) would make a 50 MB run document, rewritten on every
+    save; it is kept to its first 64 KiB with a note of how much was cut."""
+    import warehouse
+
+    message = "x" * (50 * 1024 * 1024)
+    with pytest.raises(ValueError, match=r"^xxx"), warehouse.start_run("huge-error") as run:
+        raise ValueError(message)
+    with LocalStore(home) as store:
+        (doc,) = store.search_runs(RunQuery(filter=f"run_id:{run.run_id}"))
+    stored = doc["error"]["message"]
+    assert len(stored) < 70 * 1024
+    assert stored.endswith(f"[cut by warehouse: {len(message) - 64 * 1024:,} more characters]")

@@ -105,7 +105,7 @@ def _export_samples(store: Store, run_id: str, split: str, path: Path, fmt: Form
         with open(path, "w", encoding="utf-8") as out:
             return write_jsonl_batches(itertools.chain([first], batches), out)
     rows = 0
-    with pq.ParquetWriter(path, first.schema) as writer:
+    with pq.ParquetWriter(path, first.schema, write_page_checksum=True) as writer:
         for batch in itertools.chain([first], batches):
             writer.write_batch(batch.cast(first.schema) if batch.schema != first.schema else batch)
             rows += batch.num_rows

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from warehouse.stores.base import Store
 
 log = logging.getLogger(__name__)
+_MESSAGE_MAX = 64 * 1024  # characters of an error message kept on the run
 
 
 class RunHost(Protocol):
@@ -390,9 +391,13 @@ class ActiveRun:
 
         patterns = self.settings.redaction  # with the values of secret environment variables
         trace = "".join(traceback.format_exception(error))[-20_000:]
+        message = str(error)
+        if len(message) > _MESSAGE_MAX:  # a huge message (a dumped tensor) would bloat the run
+            cut = len(message) - _MESSAGE_MAX
+            message = f"{message[:_MESSAGE_MAX]} [cut by warehouse: {cut:,} more characters]"
         return RunError(
             type=type(error).__name__,
-            message=scrub_text(str(error), self._secrets, patterns),
+            message=scrub_text(message, self._secrets, patterns),
             traceback=scrub_text(trace, self._secrets, patterns),
         )
 

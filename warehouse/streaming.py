@@ -222,7 +222,7 @@ def write_parquet_rows(
         return 0
     schema = pa.schema(list(kinds.items()))
     count = 0
-    with pq.ParquetWriter(path, schema) as writer:
+    with pq.ParquetWriter(path, schema, write_page_checksum=True) as writer:
         for chunk in chunks(rows(), chunk_rows):
             columns = _flat_columns(chunk)
             arrays = [
