@@ -576,3 +576,22 @@ def test_encoded_lines_hold_what_the_store_would_write(
     assert [json.loads(line) for line in lines] == want
     assert data.endswith(b"\n")
     assert encode_lines([], "r", "e") == b""
+
+
+def test_step_metrics_that_become_one_name_are_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``top-1 acc`` and ``top-1.acc`` are both stored as ``top-1_acc``: the builder says so
+    (once, however many steps), instead of silently keeping one value."""
+    b = DocBuilder("r", "e")
+    with caplog.at_level(logging.WARNING):
+        for step in range(3):
+            b.build(items((100.0 + step, step, {"top-1 acc": 0.5, "top-1.acc": 0.6})), [])
+    said = [r.getMessage() for r in caplog.records if "both stored as" in r.getMessage()]
+    assert len(said) == 1
+    assert "'top-1 acc'" in said[0]
+    assert "'top-1.acc'" in said[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        DocBuilder("r", "e").build(items((1.0, 0, {"loss": 1.0, "lr": 0.1})), [])
+    assert not caplog.records  # distinct names: nothing to say

@@ -215,6 +215,7 @@ class DocBuilder:
         self.last_duration: float | None = None
         self.last_system: dict[str, Any] | None = None
         self.names: dict[str, str] = {}
+        self._sources: dict[str, str] = {}  # stored name -> the first logged name that gave it
         self.warned: set[str] = set()
         self.spike = SpikeDetector()
         self.trend = LossTrend()
@@ -291,7 +292,7 @@ class DocBuilder:
         for key in set(chain.from_iterable(mets)):
             name = names.get(key)
             if name is None:
-                name = names[key] = normalise_name(key)
+                name = self._normalised(key)
             if name != key:
                 return None
         values = list(chain.from_iterable(map(dict.values, mets)))
@@ -391,7 +392,7 @@ class DocBuilder:
         for key, value in raw_metrics.items():
             name = names.get(key)
             if name is None:
-                name = names[key] = normalise_name(key)
+                name = self._normalised(key)
             try:
                 number = float(value)
             except (TypeError, ValueError, OverflowError):
@@ -482,6 +483,22 @@ class DocBuilder:
         self.seq += 1
         self._attach(doc, sample)
         return doc
+
+    def _normalised(self, key: str) -> str:
+        """A metric name as stored (cached); says once when two names become the same one
+        (``top-1 acc`` and ``top-1.acc``): in a step where both are logged, one value wins."""
+        name = self.names[key] = normalise_name(key)
+        first = self._sources.setdefault(name, key)
+        if first != key:
+            self._warn_once(
+                f"collision:{name}",
+                "step metrics %r and %r are both stored as %r; where both are logged in one "
+                "step only one value is kept: rename one of them",
+                first,
+                key,
+                name,
+            )
+        return name
 
     def _warn_once(self, key: str, message: str, *args: Any) -> None:
         if key not in self.warned:
