@@ -115,6 +115,8 @@ def saved_objects(
         objs.append(_vega_vis(_id(prefix, view), _title(_VIEW_TITLES[view], prefix), spec))
     slices = slices_spec_for_kibana(prefix, slice, "correct", m.split)
     objs.append(_vega_vis(_id(prefix, "slices"), _title("Slices heat map", prefix), slices))
+    seeds = spec_for_kibana("seed_replicates", prefix, metric_path, direct, baseline_error)
+    objs.append(_vega_vis(_id(prefix, "seeds"), _title("Seeds: replicate groups", prefix), seeds))
     for panel in STEP_PANELS:
         spec = step_series_spec(panel, prefix)
         objs.append(_vega_vis(_id(prefix, f"live-{panel.slug}"), _title(panel.title, prefix), spec))
@@ -126,14 +128,16 @@ def saved_objects(
         ("visualization", _id(prefix, "experiments_ranked"), 0, 15, 24, 16),
         ("visualization", _id(prefix, "bias_variance"), 24, 15, 24, 16),
         ("visualization", _id(prefix, "slices"), 0, 31, 48, 16),
-        ("search", _id(prefix, "runs-table"), 0, 47, 48, 18),
+        ("visualization", _id(prefix, "seeds"), 0, 47, 48, 16),
+        ("search", _id(prefix, "runs-table"), 0, 63, 48, 18),
     ]
     objs.append(
         _dashboard(
             _id(prefix, "results-overview"),
             _title("Results overview", prefix),
             f"Best {metric_path} over time, experiments ranked, bias/variance of each "
-            "experiment's best run, the per-sample accuracy per slice value, and the runs "
+            "experiment's best run, the per-sample accuracy per slice value, the seed "
+            "replicate groups, and the runs "
             "table. Filter with the query bar "
             "(e.g. experiment : digits-*).",
             overview,

@@ -105,6 +105,7 @@ def test_overview_dashboard_shows_the_three_views_and_the_runs_table(
         ("visualization", "warehouse-best-over-time"),
         ("visualization", "warehouse-experiments-ranked"),
         ("visualization", "warehouse-slices"),
+        ("visualization", "warehouse-seeds"),
         ("visualization", "warehouse-bias-variance"),
         ("search", "warehouse-runs-table"),
     }

@@ -86,7 +86,7 @@ def load_spec(name: str) -> dict[str, Any]:
     """A fresh copy of the spec file ``warehouse/vega/<name>.json``."""
     path = resources.files("warehouse") / "vega" / f"{name}.json"
     if not path.is_file():
-        known = ", ".join((*VIEWS, "slices_heatmap", "step_series"))
+        known = ", ".join((*VIEWS, "slices_heatmap", "seed_replicates", "step_series"))
         raise ConfigurationError(f"no Vega-Lite view named {name!r}; known views: {known}")
     spec: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return spec
