@@ -402,6 +402,20 @@ def s3_strict_auth(s3_server: S3Server, s3_bucket: str) -> Iterator[S3Credential
     if not s3_server.moto:
         yield S3Credentials(s3_server.access_key_id, s3_server.secret_access_key)
         return
+    full = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+    }
+    with moto_user(s3_server, full) as credentials:
+        yield credentials
+
+
+@contextlib.contextmanager
+def moto_user(
+    s3_server: S3Server, policy: dict[str, Any], prefix: str = "wh-test"
+) -> Iterator[S3Credentials]:
+    """An IAM user of moto's with ``policy``, and moto's IAM enforcement on while it is used
+    (every request then needs credentials moto knows; off again afterwards)."""
     import json
     import urllib.request
 
@@ -414,13 +428,9 @@ def s3_strict_auth(s3_server: S3Server, s3_bucket: str) -> Iterator[S3Credential
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
     )
-    user = f"wh-test-{uuid.uuid4().hex[:12]}"
+    user = f"{prefix}-{uuid.uuid4().hex[:12]}"
     iam.create_user(UserName=user)
-    policy = {
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
-    }
-    iam.put_user_policy(UserName=user, PolicyName="s3-all", PolicyDocument=json.dumps(policy))
+    iam.put_user_policy(UserName=user, PolicyName="test", PolicyDocument=json.dumps(policy))
     key = iam.create_access_key(UserName=user)["AccessKey"]
 
     def set_auth(count: str) -> None:
@@ -438,4 +448,5 @@ def s3_strict_auth(s3_server: S3Server, s3_bucket: str) -> Iterator[S3Credential
         yield S3Credentials(key["AccessKeyId"], key["SecretAccessKey"])
     finally:
         set_auth("inf")
+        iam.close()
         iam.close()

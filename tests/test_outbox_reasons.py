@@ -9,10 +9,9 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
 
-from tests.servers import S3Credentials, S3Server, free_port
+from tests.servers import S3Credentials, S3Server, free_port, moto_user
 from warehouse.models import Run
 from warehouse.replication import open_recording
 from warehouse.settings import Settings, load
@@ -71,18 +70,6 @@ def denied_for_run_b(s3_server: S3Server, s3_bucket: str) -> Iterator[S3Credenti
     user of moto's, with moto's IAM enforcement on for this test (as ``s3_strict_auth``)."""
     if not s3_server.moto:
         pytest.fail("this test needs the moto S3 server's IAM enforcement")
-    import urllib.request
-    import uuid
-
-    iam = boto3.session.Session().client(
-        "iam",
-        endpoint_url=s3_server.url,
-        region_name=s3_server.region,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
-    user = f"wh-test-{uuid.uuid4().hex[:12]}"
-    iam.create_user(UserName=user)
     policy = {
         "Version": "2012-10-17",
         "Statement": [
@@ -94,25 +81,8 @@ def denied_for_run_b(s3_server: S3Server, s3_bucket: str) -> Iterator[S3Credenti
             },
         ],
     }
-    iam.put_user_policy(UserName=user, PolicyName="no-run-b", PolicyDocument=json.dumps(policy))
-    key = iam.create_access_key(UserName=user)["AccessKey"]
-
-    def set_auth(count: str) -> None:
-        request = urllib.request.Request(
-            f"{s3_server.url}/moto-api/reset-auth",
-            data=count.encode(),
-            method="POST",
-            headers={"Content-Type": "text/plain"},
-        )
-        with urllib.request.urlopen(request, timeout=10) as response:
-            assert response.status == 200, response.read()
-
-    set_auth("0")
-    try:
-        yield S3Credentials(key["AccessKeyId"], key["SecretAccessKey"])
-    finally:
-        set_auth("inf")
-        iam.close()
+    with moto_user(s3_server, policy) as credentials:
+        yield credentials
 
 
 def test_an_object_s3_refuses_does_not_lend_its_error_to_another_runs_object(
