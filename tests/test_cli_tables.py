@@ -236,3 +236,16 @@ def test_show_as_a_table_has_the_hydra_job_and_sweep(monkeypatch: pytest.MonkeyP
         "sweep_dir": "/work/multirun/2025-03-01",
         "run_dir": "/work/multirun/2025-03-01/4",
     }
+
+
+def test_a_long_text_never_breaks_inside_a_number() -> None:
+    """Long cells break after ``_ . - /`` to fit, but not in ``0.5`` or ``1e-3``: a reason
+    such as "did not answer within 0.5 s" must still read as a number."""
+    from warehouse.output import _broken
+
+    text = "Elasticsearch did not answer within 0.5 s, a loss of 1e-3 (WAREHOUSE_ES_TIMEOUT_S)"
+    for width in range(6, 40):
+        broken = _broken(text, width)
+        assert broken.replace("\n", "") == text  # nothing added or lost
+        for line_end, next_start in zip(broken.split("\n"), broken.split("\n")[1:], strict=False):
+            assert not (line_end[-1:] in ".-" and next_start[:1].isdigit()), (width, broken)

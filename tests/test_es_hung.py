@@ -91,7 +91,7 @@ def test_a_command_against_a_hung_elasticsearch_tries_once_and_exits_3(
     proc = warehouse(*command, cwd=tmp_path)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 3, output
-    # `status` shows the reason in an 80-column table, which wraps it (even inside "0.5")
+    # `status` shows the reason in an 80-column table, which wraps it across lines
     flat = "".join(output.split())
     assert f"didnotanswerwithin{TIMEOUT}s" in flat
     assert "WAREHOUSE_ES_TIMEOUT_S" in flat

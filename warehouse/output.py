@@ -262,7 +262,7 @@ IDENTITY_COLUMNS = frozenset(
 )
 PRIMARY_COLUMNS = frozenset({"score", "best_score"})
 _TIME_COLUMN = re.compile(r"(_at|_s|^timestamp|^date)$")
-_BREAK = re.compile(r"(?<=[_.\-/])")
+_BREAK = re.compile(r"(?<=[_/])|(?<=[.\-])(?!\d)")  # never inside a number: 0.5, 1e-3
 
 
 def column_priority(column: str, primary: str | None = None) -> int:
