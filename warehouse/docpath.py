@@ -7,7 +7,7 @@ resolved by trying each split point. These are the only functions that walk path
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 
@@ -57,4 +57,16 @@ def flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-__all__ = ["flatten", "get_path", "project"]
+def strings(value: Any) -> Iterator[str]:
+    """Every string anywhere in a document (mapping values and list items, depth first)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for inner in value.values():
+            yield from strings(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from strings(inner)
+
+
+__all__ = ["flatten", "get_path", "project", "strings"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from warehouse import lucene
 from warehouse.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ def select_runs(
     ids = list(wanted)
     for start in range(0, len(ids), 500):  # bounded filters, whatever the selection's size
         chunk = ids[start : start + 500]
-        text = "run_id:(" + " OR ".join(f'"{r}"' for r in chunk) + ")"
+        text = lucene.any_of("run_id", chunk)
         for doc in store.search_runs(RunQuery(filter=text, limit=None)):
             docs[str(doc["run_id"])] = doc
     return [docs[r] for r in ids if r in docs]
@@ -227,20 +228,12 @@ def delete_runs(
 def object_prefixes(doc: dict[str, Any], base: str) -> list[str]:
     """The key prefixes holding one run's objects: ``EXPERIMENT/RUN_ID/`` under its current
     experiment name, and under any name its stored links show (it may have been renamed)."""
+    from warehouse.docpath import strings
+
     run_id = str(doc["run_id"])
-    found = {f"{doc['experiment']}/{run_id}/"}
-
-    def walk(value: Any) -> None:
-        if isinstance(value, str):
-            marker = f"/{run_id}/"
-            if value.startswith(base) and marker in value:
-                found.add(value[len(base) :].split(marker)[0] + marker)
-        elif isinstance(value, dict):
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(doc)
+    marker = f"/{run_id}/"
+    found = {f"{doc['experiment']}{marker}"}
+    for text in strings(doc):
+        if text.startswith(base) and marker in text:
+            found.add(text[len(base) :].split(marker)[0] + marker)
     return sorted(found)

@@ -45,7 +45,7 @@ import functools
 import math
 import re
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -516,6 +516,12 @@ def _is_number(value: str) -> bool:
     return True
 
 
+def any_of(field: str, values: Iterable[str]) -> str:
+    """``field:("a" OR "b")``: a filter matching any of ``values`` exactly (each quoted)."""
+    quoted = ('"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
+    return f"{field}:({' OR '.join(quoted)})"
+
+
 __all__ = [
     "ANALYZED",
     "ANALYZED_RUN_FIELDS",
@@ -538,6 +544,7 @@ __all__ = [
     "Range",
     "Term",
     "analyze",
+    "any_of",
     "check_metric",
     "date_math",
     "date_span",

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from warehouse import lucene
 from warehouse.errors import ConfigurationError
+from warehouse.stores.base import RunQuery, StepRange
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -155,7 +157,7 @@ def _push_run(
         if batches:
             rows = remote.write_samples(run_id, experiment, split, batches)
             done.add(sample_rows=rows, bytes=sum(b.nbytes for b in batches))
-    steps = list(local.steps(_step_range(run_id)))
+    steps = list(local.steps(StepRange(run_id=run_id)))
     if steps:
         remote.write_steps(run_id, experiment, steps)
         done.add(steps=len(steps))
@@ -172,7 +174,7 @@ def _pull_run(doc: dict[str, Any], remote: Store, local: LocalStore, done: Trans
             rows = local.write_samples(run_id, experiment, split, batches)
             done.add(sample_rows=rows, bytes=sum(b.nbytes for b in batches))
     last = _last_seq(local, run_id)
-    steps = list(remote.steps(_step_range(run_id, after_seq=last)))
+    steps = list(remote.steps(StepRange(run_id=run_id, after_seq=last)))
     if steps:
         local.write_steps(run_id, experiment, steps)
         done.add(steps=len(steps))
@@ -184,8 +186,6 @@ def _pull_run(doc: dict[str, Any], remote: Store, local: LocalStore, done: Trans
 
 
 def _all_runs(store: Store, filter: str | None) -> list[dict[str, Any]]:
-    from warehouse.stores.base import RunQuery
-
     return store.search_runs(
         RunQuery(filter=filter, sort=(("started_at", "asc"),), limit=None, fields=None)
     )
@@ -193,9 +193,7 @@ def _all_runs(store: Store, filter: str | None) -> list[dict[str, Any]]:
 
 def _remote_state(store: Store, docs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """What ``store`` holds of these runs: their version and sample counts, by run id."""
-    from warehouse.stores.base import RunQuery
-
-    text = "run_id:(" + " OR ".join(f'"{d["run_id"]}"' for d in docs) + ")"
+    text = lucene.any_of("run_id", (str(d["run_id"]) for d in docs))
     found = store.search_runs(
         RunQuery(filter=text, limit=None, fields=["run_id", "updated_at", "sample_counts"])
     )
@@ -227,12 +225,6 @@ def _last_seq(local: LocalStore, run_id: str) -> int:
         return local.last_seq(run_id)
     except NotFound:  # not here yet: every step is new
         return -1
-
-
-def _step_range(run_id: str, after_seq: int = -1) -> Any:
-    from warehouse.stores.base import StepRange
-
-    return StepRange(run_id=run_id, after_seq=after_seq)
 
 
 def _objects_of(
@@ -276,13 +268,9 @@ class _Relink:
         return value
 
     def local_links(self, value: Any) -> bool:
-        if isinstance(value, str):
-            return value.startswith(self.local_base)
-        if isinstance(value, dict):
-            return any(self.local_links(v) for v in value.values())
-        if isinstance(value, list):
-            return any(self.local_links(v) for v in value)
-        return False
+        from warehouse.docpath import strings
+
+        return any(text.startswith(self.local_base) for text in strings(value))
 
     def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         import pyarrow as pa

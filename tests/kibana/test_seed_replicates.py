@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 import vl_convert
 
-from tests.kibana.test_vega_views import plotted
+from tests.kibana.test_vega_views import plotted, run_in_es
 from tests.servers import wipe_prefix
 from warehouse.models import Run, RunStatus, config_hash, resolve_metric
 from warehouse.query.replicates import replicates
 from warehouse.settings import Settings, load
 from warehouse.stores import open_store
-from warehouse.vega import VL_VERSION, kibana_request, spec_for_kibana
+from warehouse.vega import VL_VERSION, spec_for_kibana
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 SEED_KEYS = ("seed", "*_seed")
@@ -74,17 +74,9 @@ def kibana_answer(settings: Settings) -> dict[str, Any]:
     from elasticsearch import Elasticsearch
 
     spec = spec_for_kibana("seed_replicates", settings.index_prefix, "val.acc")
-    index, body = kibana_request(
-        spec["data"]["url"], NOW - timedelta(days=30), NOW + timedelta(minutes=5), None
-    )
-    assert index == f"{settings.index_prefix}-runs"
-    assert body["size"] == 0  # an aggregation, never hits
-    client = Elasticsearch(str(settings.es_url))
-    try:
-        answer = client.search(index=index, body=body).body
-    finally:
-        client.close()
-    return {**spec, "data": {"values": answer, "format": spec["data"]["format"]}}
+    assert spec["data"]["url"]["index"] == f"{settings.index_prefix}-runs"
+    with Elasticsearch(str(settings.es_url)) as client:
+        return run_in_es(client, spec, span=timedelta(days=30))
 
 
 def test_the_seed_view_equals_the_cli_replicates(loaded: Settings) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +23,13 @@ import pytest
 import vl_convert
 
 import warehouse
-from tests.kibana.test_vega_views import plotted
+from tests.kibana.test_vega_views import plotted, run_in_es
 from tests.servers import wipe_prefix
 from warehouse.models import resolve_metric
 from warehouse.query.slices import slices
 from warehouse.settings import Settings, load
 from warehouse.stores import open_store
-from warehouse.vega import VL_VERSION, kibana_request, slices_spec_for_kibana
+from warehouse.vega import VL_VERSION, slices_spec_for_kibana
 
 LABELS = ("cat", "dog", "bird", "fish")
 # experiment -> the accuracy of each of its runs (the first experiment has two runs)
@@ -95,19 +95,9 @@ def kibana_cells(
                 "must_not": [],
             }
         }
-    now = datetime.now(UTC)
-    index, body = kibana_request(
-        spec["data"]["url"], now - timedelta(days=90), now + timedelta(minutes=5), context
-    )
-    assert index == f"{settings.index_prefix}-samples"
-    assert body["size"] == 0  # an aggregation, never hits
-    client = Elasticsearch(str(settings.es_url))
-    try:
-        answer = client.search(index=index, body=body).body
-    finally:
-        client.close()
-    assert answer["hits"]["hits"] == []
-    spec = {**spec, "data": {"values": answer, "format": spec["data"]["format"]}}
+    assert spec["data"]["url"]["index"] == f"{settings.index_prefix}-samples"
+    with Elasticsearch(str(settings.es_url)) as client:
+        spec = run_in_es(client, spec, context, span=timedelta(days=90))
     rows = [r for r in plotted(spec, FIELDS) if r["mean"] != "null"]
     return spec, rows
 

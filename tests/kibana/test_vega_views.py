@@ -188,12 +188,15 @@ def run_in_es(
     context: dict[str, Any] | None = None,
     span: timedelta = timedelta(days=1),
 ) -> dict[str, Any]:
-    """The spec with its ``data.url`` answered as Kibana would, over the last ``span``."""
+    """The spec with its ``data.url`` answered as Kibana would, over the last ``span``: one
+    aggregation request, never a page of hits."""
     now = datetime.now(UTC)
     index, body = kibana_request(
         spec["data"]["url"], now - span, now + timedelta(minutes=5), context
     )
+    assert body["size"] == 0  # an aggregation, never hits
     response = client.search(index=index, body=body).body
+    assert response["hits"]["hits"] == []
     return {**spec, "data": {"values": response, "format": spec["data"]["format"]}}
 
 

@@ -154,10 +154,11 @@ def _compare(
 
 
 def _remote_versions(store: Store, docs: list[dict[str, Any]]) -> dict[str, int]:
+    from warehouse import lucene
     from warehouse.stores.base import RunQuery
 
-    ids = " OR ".join(json.dumps(str(d["run_id"])) for d in docs)
-    query = RunQuery(filter=f"run_id:({ids})", limit=None, fields=("run_id", "updated_at"))
+    text = lucene.any_of("run_id", (str(d["run_id"]) for d in docs))
+    query = RunQuery(filter=text, limit=None, fields=("run_id", "updated_at"))
     return {str(d["run_id"]): run_version(d) for d in store.search_runs(query)}
 
 
