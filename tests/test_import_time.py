@@ -99,7 +99,59 @@ def test_the_step_logger_loads_no_table_library_or_json_encoder() -> None:
 def test_the_local_store_loads_no_elasticsearch_client() -> None:
     """Every recorded run opens the local store (the first, durable write): it shares the
     params_extra rules with the Elasticsearch translation, not the client behind it."""
-    loaded = loaded_after("import warehouse.stores.local", extra=("elastic_transport",))
+    body = "import warehouse.stores.local as m\n    m.pa.table"  # a query's first table
+    loaded = loaded_after(body, extra=("elastic_transport",))
     assert "elasticsearch" not in loaded
     assert "elastic_transport" not in loaded
     assert "pyarrow" in loaded  # the check itself can see a heavy import
+
+
+_RECORD_A_RUN = """
+    import os, tempfile
+    os.environ["WAREHOUSE_HOME"] = tempfile.mkdtemp()
+    os.environ["WAREHOUSE_CONSOLE"] = "0"
+    from warehouse.recorder import start_run
+    run = start_run(experiment="e", config={"lr": 0.1})
+    for step in range(3):
+        run.log_step(step, loss=1.0 / (step + 1))
+    run.log_metrics("val", {"acc": 0.9})
+    run.end()
+    from warehouse.stores.local import LocalStore
+    assert LocalStore(os.environ["WAREHOUSE_HOME"]).last_seq(run.run_id) >= 0
+"""
+
+
+def test_recording_a_run_loads_no_table_library() -> None:
+    """A training script that records (or ``warehouse watch``, whose overhead on a short
+    command is bounded: issue 15) writes JSON files and journal lines: numpy and pyarrow
+    wait for the first query (``warehouse.lazy``)."""
+    loaded = loaded_after(_RECORD_A_RUN.strip("\n").lstrip())
+    assert "numpy" not in loaded
+    assert "pyarrow" not in loaded
+    assert "pandas" not in loaded
+
+
+def test_watch_parses_its_options_without_loading_the_other_commands() -> None:
+    """``warehouse watch`` is parsed by an app of that one command (``watch_app``): the
+    watched command starts before the query, ops and demo modules would have loaded."""
+    commands = ["warehouse.cli.demo", "warehouse.cli.ops", "warehouse.cli.query"]
+    probe = (
+        "import json, sys\n"
+        "from warehouse.cli import main\n"
+        "sys.argv = ['warehouse', 'watch', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        f"print(json.dumps(sorted(set(sys.modules) & set({commands!r}))))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert "Usage: warehouse watch" in proc.stdout, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+    full = subprocess.run(
+        [sys.executable, "-c", probe.replace("'watch', ", "'query', ")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "warehouse.cli.query" in json.loads(full.stdout.strip().splitlines()[-1])

@@ -2,7 +2,9 @@
 
 Every command module in this package registers its commands on the one ``app`` through a
 ``register(app)`` function and imports heavy libraries only inside command bodies, so that
-``warehouse --help`` stays fast.
+``warehouse --help`` stays fast. The app is built on first use (``warehouse.cli.app``).
+``warehouse watch`` is parsed by an app holding that one command: the command it watches
+starts without waiting for the other command modules to load (issue 15).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 
 import typer
 
-from warehouse.cli import demo, evidence, history, kibana, live, ops, query, ui
+from warehouse.cli import live
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok · 1 no match (only with --fail-empty) · 2 bad usage, config or query · "
@@ -21,20 +23,38 @@ EXIT_CODES_HELP = (
     "5 sync incomplete · 70 unexpected error · 130 interrupted · 141 output pipe closed."
 )
 
-app = typer.Typer(
-    name="warehouse",
-    help="results-warehouse: one queryable record per ML training run.\n\n"
-    "Example: warehouse demo && warehouse query leaderboard",
-    epilog=EXIT_CODES_HELP,
-    no_args_is_help=True,
-    pretty_exceptions_show_locals=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,  # plain click help: no rich, markdown_it, pygments at start
-    add_completion=False,
-)
+_APP_SETTINGS: dict[str, object] = {
+    "no_args_is_help": True,
+    "pretty_exceptions_show_locals": False,
+    "pretty_exceptions_enable": False,
+    "rich_markup_mode": None,  # plain click help: no rich, markdown_it, pygments at start
+    "add_completion": False,
+}
 
-for _module in (demo, query, ops, live, kibana, evidence, history, ui):
-    _module.register(app)
+
+def build_app() -> typer.Typer:
+    """The ``warehouse`` app with every command registered (see the module docstring)."""
+    from warehouse.cli import demo, evidence, history, kibana, ops, query, ui
+
+    full = typer.Typer(
+        name="warehouse",
+        help="results-warehouse: one queryable record per ML training run.\n\n"
+        "Example: warehouse demo && warehouse query leaderboard",
+        epilog=EXIT_CODES_HELP,
+        **_APP_SETTINGS,  # type: ignore[arg-type]
+    )
+    for module in (demo, query, ops, live, kibana, evidence, history, ui):
+        module.register(full)
+    _reflow_help(full)
+    return full
+
+
+def watch_app() -> typer.Typer:
+    """An app of the ``watch`` command alone: what ``warehouse watch ...`` is parsed by."""
+    single = typer.Typer(name="warehouse watch", **_APP_SETTINGS)  # type: ignore[arg-type]
+    live.register(single)
+    _reflow_help(single)
+    return single
 
 
 SHORT_HELP = {
@@ -114,7 +134,17 @@ def _reflow_help(typer_app: typer.Typer, prefix: str = "") -> None:
             _reflow_help(group.typer_instance, f"{prefix}{group.name}.")
 
 
-_reflow_help(app)
+_app: typer.Typer | None = None
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """``warehouse.cli.app``: the full app, built once on first use."""
+    global _app
+    if name == "app":
+        if _app is None:
+            _app = build_app()
+        return _app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def debug_enabled() -> bool:
@@ -130,8 +160,15 @@ def main() -> None:
     debug = debug_enabled()
     if "--debug" in sys.argv:
         sys.argv.remove("--debug")
+    args = sys.argv[1:]
+    if args[:1] == ["watch"]:
+        target, prog, args = watch_app(), "warehouse watch", args[1:]
+    else:
+        target, prog = __getattr__("app"), "warehouse"
     try:
-        code = app(standalone_mode=False)  # typer.Exit(n) comes back as n here
+        code = target(
+            args=args, standalone_mode=False, prog_name=prog
+        )  # typer.Exit(n) comes back as n here
         sys.stdout.flush()
     except WarehouseError as exc:
         from warehouse.output import error

@@ -49,16 +49,22 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from warehouse.errors import WarehouseError
 from warehouse.files import fsync_path, write_all
+from warehouse.lazy import lazy_module
 from warehouse.stores.local_samples import read_parquet
 from warehouse.values import parse_time
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+else:
+    pa = lazy_module("pyarrow")
+    pc = lazy_module("pyarrow.compute")
+    pq = lazy_module("pyarrow.parquet")
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,51 @@
+"""Heavy modules imported on first use, for modules that both write and query.
+
+The local store's modules serve two kinds of caller. A training script (or ``warehouse
+watch``) only writes: a JSON file, a journal line, a steps line — no table library. A query
+reads Parquet and computes with numpy and pyarrow. Importing numpy and pyarrow costs
+~0.15 s of CPU, which a short watched command would pay in wall time. So those modules
+bind the names through :func:`lazy_module`::
+
+    if TYPE_CHECKING:
+        import pyarrow as pa
+    else:
+        pa = lazy_module("pyarrow")
+
+Type checkers see the real module. At run time the first attribute read (``pa.table``)
+imports the module and caches the attribute on the proxy, so later reads are one dict
+lookup, as with a module. ``tests/test_import_time.py`` checks that recording a run
+imports neither library.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+
+class LazyModule:
+    """Stands for the module ``name`` until an attribute is read; then imports it."""
+
+    def __init__(self, name: str) -> None:
+        self._lazy_name = name
+        self._lazy_module: ModuleType | None = None
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_lazy_"):
+            raise AttributeError(attr)
+        module = self._lazy_module
+        if module is None:
+            module = self._lazy_module = importlib.import_module(self._lazy_name)
+        value = getattr(module, attr)
+        setattr(self, attr, value)  # the next read skips __getattr__
+        return value
+
+    def __repr__(self) -> str:
+        state = "imported" if self._lazy_module is not None else "not imported yet"
+        return f"<lazy module {self._lazy_name!r} ({state})>"
+
+
+def lazy_module(name: str) -> Any:
+    """A stand-in for ``import name`` that imports on the first attribute read."""
+    return LazyModule(name)
