@@ -1,5 +1,5 @@
 """``python -m warehouse`` runs the CLI."""
 
-from warehouse.cli import main
+from warehouse.cli import run
 
-main()
+run()

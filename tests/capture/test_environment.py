@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
@@ -110,17 +111,52 @@ def test_the_environment_is_read_once_per_process(
 ) -> None:
     from warehouse.capture import environment
 
-    lookups: list[str] = []
-    real = environment.metadata.version
+    listings: list[frozenset[str]] = []
+    real = environment._installed
 
-    def counting(name: str) -> str:
-        lookups.append(name)
-        return real(name)
+    def counting(wanted: frozenset[str]) -> dict[str, str | None]:
+        listings.append(wanted)
+        return real(wanted)
 
-    monkeypatch.setattr(environment.metadata, "version", counting)
+    monkeypatch.setattr(environment, "_installed", counting)
     capture_environment()
-    assert sorted(lookups) == sorted(environment.KEY_PACKAGES)  # one lookup per key package
-    lookups.clear()
+    assert listings == [frozenset(environment.KEY_PACKAGES)]  # one pass over sys.path
     for _ in range(3):
         capture_environment()
-    assert lookups == []  # later runs of the process read no package metadata
+    assert len(listings) == 1  # later runs of the process read no package metadata
+
+
+def test_versions_come_from_the_folder_names_and_the_first_path_entry_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_cache: None
+) -> None:
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder in (
+        first / "Scikit_Learn-9.8.7.dist-info",  # escaped and capitalised, as wheels write it
+        first / "torch-3.0.0+cpu.dist-info",
+        second / "torch-1.0.0.dist-info",  # shadowed by the first entry, as imports would be
+        second / "xgboost.egg-info",  # no version in the name: read from its metadata
+    ):
+        folder.mkdir(parents=True)
+    (second / "xgboost.egg-info" / "PKG-INFO").write_text(
+        "Metadata-Version: 2.1\nName: xgboost\nVersion: 2.1.0\n"
+    )
+    monkeypatch.setattr(sys, "path", [str(first), str(tmp_path / "missing"), str(second)])
+    packages = capture_environment()["packages"]
+    assert packages == {"scikit-learn": "9.8.7", "torch": "3.0.0+cpu", "xgboost": "2.1.0"}
+
+
+def test_no_nvidia_driver_means_no_gpus_and_no_nvml_import() -> None:
+    from warehouse.capture import environment
+
+    if Path(environment.NVIDIA_DRIVER).exists():
+        pytest.skip("this machine has the NVIDIA driver loaded")
+    code = (
+        "import sys\n"
+        "from warehouse.capture.environment import capture_environment\n"
+        "print(capture_environment()['gpus'], 'pynvml' in sys.modules)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert proc.stdout.split() == ["[]", "False"]

@@ -174,6 +174,10 @@ class Watcher:
                     for point in reader.assembler.flush():
                         self._emit(point)
 
+    def _flush_while_idle(self, done: threading.Event) -> None:
+        while not done.wait(IDLE_FLUSH_S / 4):
+            self.flush_idle(time.monotonic())
+
     def final_metrics(self) -> dict[str, dict[str, float]]:
         """The last value of every metric seen, by split (``val_*`` → val, ``test_*`` → test)."""
         latest: dict[str, float] = {}
@@ -199,12 +203,18 @@ class Watcher:
     def wait(self) -> int:
         """Wait for the child and its output; its exit status (``-N`` when killed by signal N)."""
         assert self._proc is not None
-        while True:
-            try:
-                code = self._proc.wait(timeout=0.5)
-                break
-            except subprocess.TimeoutExpired:
-                self.flush_idle(time.monotonic())
+        done = threading.Event()
+        idle = threading.Thread(
+            target=self._flush_while_idle, args=(done,), name="warehouse-watch-idle", daemon=True
+        )
+        idle.start()
+        try:
+            # blocking: returns the moment the child exits (a timeout would poll, up to
+            # 50 ms late); our signal handlers still run while it waits (PEP 475)
+            code = self._proc.wait()
+        finally:
+            done.set()
+            idle.join()
         # a grandchild may keep the pipes open after the child exits: don't wait for it
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         for thread in self._readers:
