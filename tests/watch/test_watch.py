@@ -275,3 +275,58 @@ def test_the_watch_command_is_registered_with_its_options() -> None:
     assert out.returncode == 0
     for option in ("--experiment", "--total-steps", "--primary-metric", "--console"):
         assert option in out.stdout
+
+
+def test_on_a_terminal_the_command_gets_a_terminal_of_the_same_size(
+    tmp_path: Path, home: Path
+) -> None:
+    """Run from a terminal, a script draws what it draws on a terminal (tqdm, Rich, Keras
+    check): ``watch`` gives it a pseudo-terminal of our size and passes its bytes on as
+    written (no ``\\n`` → ``\\r\\n`` on the way)."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    script = tmp_path / "child.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import json, os, sys
+            size = os.get_terminal_size(1)
+            print(os.isatty(1), os.isatty(2), size.columns, size.lines)
+            print(json.dumps({"metric": "loss", "value": 0.25, "step": 3}))
+            sys.stderr.write("train: 50%|#####     | loss=0.25\\r")
+            """
+        )
+    )
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 97, 0, 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "warehouse", "watch", "--", sys.executable, str(script)],
+        stdout=slave,
+        stderr=slave,
+        cwd=tmp_path,
+    )
+    os.close(slave)
+    out = bytearray()
+    while True:
+        ready, _, _ = select.select([master], [], [], 60)
+        assert ready, "no output from watch within 60 s"
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: every writer closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert proc.wait(timeout=60) == 0
+    text = bytes(out).replace(b"\r\n", b"\n").decode()  # our test terminal adds the \r
+    assert "True True 97 33\n" in text
+    assert "train: 50%|#####     | loss=0.25\r" in text
+    run, steps = the_run(home)
+    assert run["status"] == "completed"
+    assert run["metrics"]["train"]["loss"] == 0.25
+    assert any(s.get("step") == 3 for s in steps if not is_tick(s))

@@ -12,9 +12,10 @@ final metrics = the last value seen of each metric (``val_*``/``eval_*`` → spl
 forwarded. We exit with the child's code (killed by signal N → 128 + N).
 
 The child starts first and the run is opened while it runs, so recording adds next to
-nothing to its wall time. A Python child's output is unbuffered when our own stdout or
-stderr is a terminal (as it would be without us); with both redirected it keeps Python's
-default block buffering, exactly as when run directly. SIGTERM (and SIGINT, unless we share
+nothing to its wall time. Where our own stdout or stderr is a terminal, the child's goes to
+a pseudo-terminal of the same size (:mod:`warehouse.watch.terminal`), so that it draws the
+progress bars it would draw without us; with both redirected it gets pipes and keeps
+Python's default block buffering, exactly as when run directly. SIGTERM (and SIGINT, unless we share
 the terminal's foreground process group, where the terminal already sent it to the child)
 is forwarded to the child. A failing warehouse never fails the command (unless ``strict``).
 """
@@ -93,37 +94,72 @@ class Watcher:
         self._parser: threading.Thread | None = None
         self._chunks: queue.Queue[tuple[int, bytes | None]] = queue.Queue(maxsize=QUEUE_CHUNKS)
         self.forwarded: int | None = None
+        self._terminal: tuple[int, int, int] | None = None  # master, slave, the size's source
 
     # ---- the child ---------------------------------------------------------------------------
     def start(self, out_fd: int = 1, err_fd: int = 2) -> None:
-        """Start the command with its output on pipes, the pass-through readers and the parser."""
+        """Start the command with its output on pipes (on a pseudo-terminal where ours is a
+        terminal: :mod:`warehouse.watch.terminal`), the pass-through readers and the parser."""
         env = dict(os.environ)
-        if _isatty(out_fd) or _isatty(err_fd):
+        out_tty, err_tty = _isatty(out_fd), _isatty(err_fd)
+        if out_tty or err_tty:
             env.setdefault("PYTHONUNBUFFERED", "1")
-        self._proc = subprocess.Popen(
-            self.argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=self.cwd,
-            bufsize=0,
-        )
-        pipes = ((self._proc.stdout, out_fd, "stdout"), (self._proc.stderr, err_fd, "stderr"))
+            self._open_terminal(out_fd if out_tty else err_fd)
+        slave = self._terminal[1] if self._terminal else None
+        try:
+            self._proc = subprocess.Popen(
+                self.argv,
+                stdout=slave if out_tty and slave is not None else subprocess.PIPE,
+                stderr=slave if err_tty and slave is not None else subprocess.PIPE,
+                env=env,
+                cwd=self.cwd,
+                bufsize=0,
+            )
+        finally:
+            if slave is not None:
+                os.close(slave)  # the child holds it now: its exit ends our reads (EIO)
+        sources: list[tuple[int, int, str]] = []
+        for pipe, fd, name in (
+            (self._proc.stdout, out_fd, "stdout"),
+            (self._proc.stderr, err_fd, "stderr"),
+        ):
+            if pipe is not None:
+                _grow_pipe(pipe.fileno())
+                sources.append((pipe.fileno(), fd, name))
+        if self._terminal:  # stdout and stderr both on it when both of ours are terminals
+            sources.insert(
+                0 if out_tty else 1, (self._terminal[0], out_fd if out_tty else err_fd, "terminal")
+            )
         self._parser = threading.Thread(
-            target=self._parse_loop, args=(len(pipes),), name="warehouse-watch-parse", daemon=True
+            target=self._parse_loop, args=(len(sources),), name="warehouse-watch-parse", daemon=True
         )
         self._parser.start()
-        for index, (pipe, fd, name) in enumerate(pipes):
-            assert pipe is not None
-            _grow_pipe(pipe.fileno())
+        for index, (src, fd, name) in enumerate(sources):
             thread = threading.Thread(
                 target=self._pump,
-                args=(pipe.fileno(), fd, index),
+                args=(src, fd, index),
                 name=f"warehouse-watch-{name}",
                 daemon=True,
             )
             thread.start()
             self._readers.append(thread)
+
+    def _open_terminal(self, like_fd: int) -> None:
+        from warehouse.watch.terminal import open_terminal
+
+        try:
+            master, slave = open_terminal(like_fd)
+        except OSError as exc:  # no pseudo-terminals left: pipes, as when not on a terminal
+            log.debug("warehouse watch: no pseudo-terminal for the command (%s)", exc)
+            return
+        self._terminal = (master, slave, like_fd)
+
+    def resize(self) -> None:
+        """Our terminal changed size (SIGWINCH): so does the command's."""
+        if self._terminal:
+            from warehouse.watch.terminal import copy_size
+
+            copy_size(self._terminal[2], self._terminal[0])
 
     @property
     def pid(self) -> int:
@@ -225,6 +261,9 @@ class Watcher:
             for reader in self.readers:
                 for point in reader.assembler.flush():
                     self._emit(point)
+        if self._terminal and not any(t.is_alive() for t in self._readers):
+            os.close(self._terminal[0])
+            self._terminal = None
         return code
 
     def forward(self, signum: int) -> None:
@@ -440,7 +479,8 @@ def _pick_primary_alias(run: ActiveRun, model: Any) -> None:
 
 
 def _forward_signals(watcher: Watcher) -> Callable[[], None]:
-    """Install SIGTERM/SIGINT/SIGHUP forwarding (main thread only); return the undo."""
+    """Install SIGTERM/SIGINT/SIGHUP forwarding and SIGWINCH resizing (main thread only);
+    return the undo."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     previous: dict[int, Any] = {}
@@ -450,9 +490,14 @@ def _forward_signals(watcher: Watcher) -> Callable[[], None]:
             return  # the terminal sent it to the child too; sending it twice breaks cleanups
         watcher.forward(signum)
 
+    def resized(signum: int, frame: FrameType | None) -> None:
+        watcher.resize()
+
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         with contextlib.suppress(ValueError, OSError):
             previous[sig] = signal.signal(sig, handler)
+    with contextlib.suppress(ValueError, OSError):
+        previous[signal.SIGWINCH] = signal.signal(signal.SIGWINCH, resized)
 
     def restore() -> None:
         for sig, prev in previous.items():
