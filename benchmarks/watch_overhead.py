@@ -80,7 +80,7 @@ def main() -> None:
     long = [sys.executable, "-c", LONG.format(seconds=args.long_s)]
     compare("long", long, max(3, args.rounds // 2))
     if not args.no_table:
-        sys.path.insert(0, str(ROOT / "tests" / "live" / "fixtures"))
+        sys.path.insert(0, str(ROOT / "tests" / "watch" / "fixtures"))
         import scoring
 
         print()
