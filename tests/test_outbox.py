@@ -353,6 +353,45 @@ def test_objects_wait_for_s3_and_upload_after(
     assert s3_server.admin.get_object(Bucket=s3_bucket, Key=key)["Body"].read() == payload
 
 
+def test_many_waiting_objects_ship_in_one_drain_and_leave_no_entry(
+    home: Path, s3_server: S3Server, s3_bucket: str, tmp_path: Path
+) -> None:
+    """More entries than the removal threads handle one by one: all shipped, all removed."""
+    import hashlib
+
+    from tests.servers import free_port
+    from warehouse.replication.outbox import REMOVE_THREADS
+
+    count = REMOVE_THREADS * 4 + 3
+    env = s3_server.settings_env(s3_bucket)
+    down = {
+        "s3_url": env["WAREHOUSE_S3_URL"],
+        "s3_region": env["WAREHOUSE_S3_REGION"],
+        "s3_access_key_id": env["WAREHOUSE_S3_ACCESS_KEY_ID"],
+        "s3_secret_access_key": env["WAREHOUSE_S3_SECRET_ACCESS_KEY"],
+    }
+    rec = open_recording(load(cli={**down, "s3_endpoint": f"http://127.0.0.1:{free_port()}"}))
+    for n in range(count):
+        source = tmp_path / f"{n}.bin"
+        source.write_bytes(f"output {n}".encode())
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()
+        rec.objects.put(
+            f"exp/r2/outputs/val/{n}.bin", source, content_type="image/png", sha256=digest
+        )
+    rec.close()
+    assert rec.shipper.outbox.count() == count
+    rec = open_recording(load(cli={**down, "s3_endpoint": env["WAREHOUSE_S3_ENDPOINT"]}))
+    report = rec.shipper.drain()
+    assert report is not None
+    assert report.complete
+    assert rec.shipper.outbox.count() == 0
+    rec.close()
+    listed = s3_server.admin.list_objects_v2(Bucket=s3_bucket, Prefix="warehouse/exp/r2/")
+    assert listed["KeyCount"] == count
+    body = s3_server.admin.get_object(Bucket=s3_bucket, Key="warehouse/exp/r2/outputs/val/7.bin")
+    assert body["Body"].read() == b"output 7"
+
+
 def test_with_s3_alone_records_stay_local_and_only_objects_ship(
     home: Path, s3_server: S3Server, s3_bucket: str
 ) -> None:

@@ -22,7 +22,7 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ KINDS = ("run", "samples", "steps", "object", "delete", "delete_objects")
 CORRUPT = "corrupt"  # an entry file that does not parse (also its folder under outbox/)
 UNREADABLE = "unreadable"  # an entry file that could not be read this time
 LOCK_NAME = ".drain.lock"
+REMOVE_THREADS = 8  # shipped entries removed at once (see Outbox.remove_many)
 
 
 @dataclass
@@ -216,6 +217,18 @@ class Outbox:
     def remove(self, entry: Entry) -> None:
         with contextlib.suppress(FileNotFoundError):
             entry.path.unlink()
+
+    def remove_many(self, entries: Sequence[Entry]) -> None:
+        """Remove shipped entries; many at once from a few threads (an unlink can wait
+        milliseconds on a busy file system's journal: 1,000 one by one took 1.5 s)."""
+        if len(entries) < REMOVE_THREADS * 4:
+            for entry in entries:
+                self.remove(entry)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(REMOVE_THREADS, thread_name_prefix="outbox-remove") as pool:
+            list(pool.map(self.remove, entries))
 
     def keep(self, entry: Entry, error: BaseException) -> None:
         """Record a failed attempt on the entry (atomically, unless it was shipped meanwhile).

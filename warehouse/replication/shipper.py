@@ -64,7 +64,7 @@ log = logging.getLogger(__name__)
 PUBLISH_WAIT_S = 5.0
 """The longest a record's shipping may hold the caller (the training thread); then it waits."""
 _OPPORTUNISTIC_BUDGET_S = 2.0
-_OBJECT_BATCH = 256  # object entries shipped together (concurrently) by a drain
+_OBJECT_BATCH = 1024  # object entries shipped together (one listing, concurrent puts)
 
 
 class Shipper:
@@ -235,12 +235,10 @@ class Shipper:
             for entry in entries:
                 if entry.path in failures and entry.path.exists():
                     self.outbox.keep(entry, failures[entry.path])
-                elif entry.path not in failures:
-                    self.outbox.remove(entry)
+            self.outbox.remove_many([e for e in entries if e.path not in failures])
             return first
         self.health.mark_up(target)
-        for entry in entries:
-            self.outbox.remove(entry)
+        self.outbox.remove_many(entries)
         return None
 
     def _ship(self, entries: Sequence[Entry], replay: bool) -> dict[Path, BaseException]:
