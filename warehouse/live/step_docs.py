@@ -32,6 +32,7 @@ import logging
 import math
 from collections import deque
 from itertools import chain
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from warehouse.models import normalise_name
@@ -116,35 +117,31 @@ class LossTrend:
         return "flat"
 
     def push_many(self, values: list[float]) -> list[str | None]:
-        """:meth:`push` of each value in turn (the same arithmetic, without a call each)."""
+        """:meth:`push` of each value in turn: the same arithmetic, in the same order; once both
+        halves are full, without a call or a deque operation per value."""
         half = self.half
         old, new = self.old, self.new
-        old_sum, new_sum = self.old_sum, self.new_sum
         out: list[str | None] = []
-        for value in values:
-            new.append(value)
-            new_sum += value
-            if len(new) > half:
-                moved = new.popleft()
-                new_sum -= moved
-                old.append(moved)
-                old_sum += moved
-                if len(old) > half:
-                    old_sum -= old.popleft()
-            if len(old) + len(new) < TREND_MIN or not old:
-                out.append(None)
-                continue
-            old_mean = old_sum / len(old)
-            new_mean = new_sum / len(new)
-            change = (new_mean - old_mean) / max(abs(old_mean), 1e-12)
-            out.append(
-                "down"
-                if change < -TREND_THRESHOLD
-                else "up"
-                if change > TREND_THRESHOLD
-                else "flat"
-            )
+        i = 0
+        while i < len(values) and (len(old) < half or len(new) < half):  # filling up
+            out.append(self.push(values[i]))
+            i += 1
+        if i == len(values):
+            return out
+        rest = values[i:] if i else values
+        window = [*old, *new, *rest]  # the value at j: moved out of new at j+half, of old at j
+        old_sum, new_sum = self.old_sum, self.new_sum
+        lo, hi = -TREND_THRESHOLD, TREND_THRESHOLD
+        for value, moved, popped in zip(rest, window[half:], window):
+            new_sum = new_sum + value - moved
+            old_sum = old_sum + moved - popped
+            old_mean = old_sum / half
+            scale = old_mean if old_mean >= 0 else -old_mean
+            change = (new_sum / half - old_mean) / (scale if scale > 1e-12 else 1e-12)
+            out.append("down" if change < lo else "up" if change > hi else "flat")
         self.old_sum, self.new_sum = old_sum, new_sum
+        self.old = deque(window[-2 * half : -half])
+        self.new = deque(window[-half:])
         return out
 
 
@@ -279,17 +276,18 @@ class DocBuilder:
     def _fast_docs(self, items: list[Item]) -> list[dict[str, Any]] | None:
         """The documents of ``items`` built column-wise, or None where any item needs the
         careful path (a step or epoch that is not an int, a name to normalise, a value that
-        is not a finite float). Same documents, same state afterwards, as :meth:`_step_doc`."""
+        is not a finite float). Same documents, same state afterwards, as :meth:`_step_doc`.
+
+        Each column (stamps, durations, flags) is one comprehension over the batch and the
+        documents one more: no per-item method call."""
         if not items:
             return []
-        steps = [it[1] for it in items]
-        mets: list[dict[str, Any]] = [it[3] for it in items]
-        if not set(map(type, steps)) <= _INT or not set(map(type, [it[2] for it in items])) <= (
-            _INT_NONE
-        ):
+        ts, steps, epochs, mets = map(list, zip(*items, strict=True))
+        if not set(map(type, steps)) <= _INT or not set(map(type, epochs)) <= _INT_NONE:
             return None
         names = self.names
-        for key in set(chain.from_iterable(mets)):
+        keys = set(chain.from_iterable(mets))
+        for key in keys:
             name = names.get(key)
             if name is None:
                 name = self._normalised(key)
@@ -301,70 +299,132 @@ class DocBuilder:
         total = sum(values)
         if total - total != 0.0:  # a NaN or an infinity somewhere (or an overflowing sum)
             return None
+        n = len(items)
+        # durations: per step since the previous logged step (the first of a run has none)
+        prev_ts = [self.prev_t, *ts[:-1]]
+        prev_steps = [self.prev_step, *steps[:-1]]
+        first = 1 if self.prev_t is None or self.prev_step is None else 0
+        durations: list[float | None] = [None] * first
+        durations += [
+            (t - pt) / (s - ps) if s > ps else t - pt
+            for t, pt, s, ps in zip(ts[first:], prev_ts[first:], steps[first:], prev_steps[first:])
+        ]
         # the metrics dicts are log_step's own **kwargs (nobody else holds them): used as they
         # are, unless derived figures are to be added (a caller of build() may share one dict)
+        derived = bool(self.tokens_per_step or (self.flops_per_token and self.peak_flops))
+        if derived:
+            mets = self._derived(mets, durations)
+        flags = self._flags(mets)
+        run_id, experiment, seq = self.run_id, self.experiment, self.seq
+        stamps, numbers = self._stamps(ts), range(seq, seq + n)
+        columns = zip(stamps, numbers, steps, epochs, durations, mets, flags or mets)
+        if flags is not None and None not in flags:  # every step flagged: the usual loop
+            docs = [
+                {
+                    "@timestamp": stamp,
+                    "run_id": run_id,
+                    "experiment": experiment,
+                    "seq": number,
+                    "step": step,
+                    "epoch": epoch,
+                    "duration_s": duration,
+                    "metrics": metrics,
+                    "flags": flag,
+                }
+                for stamp, number, step, epoch, duration, metrics, flag in columns
+            ]
+        else:
+            docs = [
+                {
+                    "@timestamp": stamp,
+                    "run_id": run_id,
+                    "experiment": experiment,
+                    "seq": number,
+                    "step": step,
+                    "epoch": epoch,
+                    "duration_s": duration,
+                    "metrics": metrics,
+                }
+                for stamp, number, step, epoch, duration, metrics, _ in columns
+            ]
+            if flags is not None:
+                for doc, flag in zip(docs, flags, strict=True):
+                    if flag is not None:
+                        doc["flags"] = flag
+        if first:  # the first step of the run: no duration (the item-by-item path's key order)
+            doc = docs[0]
+            del doc["duration_s"]
+            doc["metrics"] = doc.pop("metrics")
+            if "flags" in doc:
+                doc["flags"] = doc.pop("flags")
+        self.seq = seq + n
+        if self.first_t is None:
+            self.first_t, self.first_step = ts[0], steps[0]
+        self.prev_t, self.prev_step = ts[-1], steps[-1]
+        self.last_step, self.last_epoch = steps[-1], epochs[-1]
+        if n > first:
+            self.last_duration = durations[-1]
+        self.steps += n
+        if len(mets[-1]) == len(keys) and not derived:  # the last step has every name
+            self.last_metrics.update(mets[-1])
+        else:
+            self.last_metrics.update(chain.from_iterable(map(dict.items, mets)))
+        return docs
+
+    def _stamps(self, ts: list[float]) -> list[str]:
+        """``self.iso(t)`` of each time: the date part formatted once per distinct second."""
+        iso = self.iso
+        seconds = list(map(int, ts))
+        prefix = {sec: iso(float(sec))[:-7] for sec in set(seconds)}
+        # %d of a float truncates it, as int() does
+        return ["%s%06dZ" % (prefix[sec], (t - sec) * 1e6) for t, sec in zip(ts, seconds)]
+
+    def _derived(
+        self, mets: list[dict[str, Any]], durations: list[float | None]
+    ) -> list[dict[str, Any]]:
+        """Copies of the metrics with ``tokens_per_s`` and ``mfu`` added (unless logged)."""
         tokens = self.tokens_per_step
         fpt, peak = self.flops_per_token, self.peak_flops
         mfu_on = bool(fpt and peak)
-        if tokens or mfu_on:
-            mets = [dict(m) for m in mets]
-        run_id, experiment, iso = self.run_id, self.experiment, self.iso
-        seq = self.seq
-        prev_t, prev_step = self.prev_t, self.prev_step
-        last_duration = self.last_duration
-        docs: list[dict[str, Any]] = []
-        append = docs.append
-        for (t, step, epoch, _), metrics in zip(items, mets, strict=True):
-            doc = {
-                "@timestamp": iso(t),
-                "run_id": run_id,
-                "experiment": experiment,
-                "seq": seq,
-                "step": step,
-                "epoch": epoch,
-            }
-            seq += 1
-            if prev_t is not None and prev_step is not None:
-                passed = step - prev_step
-                elapsed = t - prev_t
-                per_step = elapsed / passed if passed > 0 else elapsed
-                doc["duration_s"] = last_duration = per_step
-                if tokens and per_step > 0 and "tokens_per_s" not in metrics:
-                    metrics["tokens_per_s"] = tokens / per_step
+        out = []
+        for metrics, per_step in zip(mets, durations, strict=True):
+            metrics = dict(metrics)
+            if tokens and per_step is not None and per_step > 0 and "tokens_per_s" not in metrics:
+                metrics["tokens_per_s"] = tokens / per_step
             if mfu_on and "mfu" not in metrics and "tokens_per_s" in metrics:
-                metrics["mfu"] = metrics["tokens_per_s"] * fpt / peak
-            doc["metrics"] = metrics
-            prev_t, prev_step = t, step
-            append(doc)
-        grads = [(d, m["grad_norm"]) for d, m in zip(docs, mets, strict=True) if "grad_norm" in m]
+                metrics["mfu"] = metrics["tokens_per_s"] * fpt / peak  # type: ignore[operator]
+            out.append(metrics)
+        return out
+
+    def _flags(self, mets: list[dict[str, Any]]) -> list[dict[str, Any] | None] | None:
+        """Each step's ``flags`` (None: no flag), from the spike detector and the loss trend."""
+        n = len(mets)
+        grads = [m["grad_norm"] for m in mets if "grad_norm" in m]
+        losses = [m["loss"] for m in mets if "loss" in m]
+        if not grads and not losses:
+            return None
+        spikes: list[bool | None] = [None] * n
         if grads:
-            for (doc, _), spike in zip(
-                grads, self.spike.push_many([g for _, g in grads]), strict=True
-            ):
-                doc["flags"] = {"grad_norm_spike": spike}
-        losses = [(d, m["loss"]) for d, m in zip(docs, mets, strict=True) if "loss" in m]
+            spikes = self.spike.push_many(grads)  # type: ignore[assignment]
+            if len(grads) != n:
+                it = iter(spikes)
+                spikes = [next(it) if "grad_norm" in m else None for m in mets]
+        trends: list[str | None] = [None] * n
         if losses:
-            for (doc, _), trend in zip(
-                losses, self.trend.push_many([v for _, v in losses]), strict=True
-            ):
-                if trend is not None:
-                    flags = doc.get("flags")
-                    if flags is None:
-                        doc["flags"] = {"loss_trend": trend}
-                    else:
-                        flags["loss_trend"] = trend
-        last = items[-1]
-        self.seq = seq
-        if self.first_t is None:
-            self.first_t, self.first_step = items[0][0], items[0][1]
-        self.prev_t, self.prev_step = prev_t, prev_step
-        self.last_step, self.last_epoch = last[1], last[2]
-        self.last_duration = last_duration
-        self.steps += len(items)
-        update = self.last_metrics.update
-        for metrics in mets:
-            update(metrics)
-        return docs
+            trends = self.trend.push_many(losses)
+            if len(losses) != n:
+                it2 = iter(trends)
+                trends = [next(it2) if "loss" in m else None for m in mets]
+        return [
+            None
+            if spike is None and trend is None
+            else {"grad_norm_spike": spike}
+            if trend is None
+            else {"loss_trend": trend}
+            if spike is None
+            else {"grad_norm_spike": spike, "loss_trend": trend}
+            for spike, trend in zip(spikes, trends, strict=True)
+        ]
 
     def finish(self) -> list[dict[str, Any]]:
         """Ticks for the samples no step came after (at close)."""
@@ -506,28 +566,51 @@ class DocBuilder:
             log.warning("run %s: %s", self.run_id, message % args)
 
 
+_BOUNDARY = "warehouse:step-line-end:5f0c2a9e"
+"""Put between documents in the one orjson array: ``,"<it>",`` in the output marks a line end
+(a quote inside a text is written escaped, so only this exact string value can match, and a
+document holding it is found by the count)."""
+_BOUNDARY_JSON = f',"{_BOUNDARY}",'.encode()
+_RUN_AND_EXPERIMENT = itemgetter("run_id", "experiment")
+
+
 def encode_lines(docs: list[dict[str, Any]], run_id: str, experiment: str) -> bytes:
     """Step documents as JSON lines, the batch at once: what a store appends to a run's steps
     file. Each line holds ``{**doc, "run_id": run_id, "experiment": experiment}``: the same
-    content as ``json.dumps(..., ensure_ascii=False, default=str)`` line by line, several times
-    faster (orjson over the whole batch when it is installed, else one reused encoder).
+    content as ``json.dumps(..., ensure_ascii=False, default=str)`` line by line, many times
+    faster: one orjson call over the whole batch (documents with a boundary string between
+    them, turned into newlines), else one reused encoder.
 
     Values JSON has no type for are written as ``str(value)``, as ``default=str`` does."""
     if not docs:
         return b""
     rows = docs
-    if any(d.get("run_id") != run_id or d.get("experiment") != experiment for d in docs):
+    try:
+        same = set(map(_RUN_AND_EXPERIMENT, docs)) == {(run_id, experiment)}
+    except KeyError:
+        same = False
+    if not same:
         rows = [{**d, "run_id": run_id, "experiment": experiment} for d in docs]
     try:
         import orjson
     except ImportError:
         pass
     else:
-        dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+        n = len(rows)
+        spaced: list[Any] = [_BOUNDARY] * (2 * n - 1)
+        spaced[::2] = rows
         try:
-            return b"".join([dumps(d, option=newline) for d in rows])
+            body = orjson.dumps(spaced)
         except (TypeError, orjson.JSONEncodeError):  # a value orjson refuses: json's way
             pass
+        else:
+            lines = body.split(_BOUNDARY_JSON)
+            if len(lines) == n:  # else a document holds the boundary string
+                lines[0] = lines[0][1:]  # less the array's "[" and "]"
+                lines[-1] = lines[-1][:-1] + b"\n"
+                return b"\n".join(lines)
+            dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+            return b"".join([dumps(d, option=newline) for d in rows])
     encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
     return ("\n".join(map(encode, rows)) + "\n").encode()
 
