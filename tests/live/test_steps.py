@@ -310,8 +310,22 @@ def test_log_step_only_reads_the_clock_and_appends(tmp_path: Path) -> None:
     python_calls = {name: n for name, n in calls.items() if not name.startswith("C ")}
     builtin_calls = {name: n for name, n in calls.items() if name.startswith("C ")}
     assert python_calls == {"log_step": 1000}
-    assert sum(builtin_calls.values()) == 2 * 1000, builtin_calls  # the clock and one append
-    assert builtin_calls.get("C append") == 1000, builtin_calls
+    assert sum(builtin_calls.values()) == 2 * 1000, builtin_calls  # the clock and one extend
+    assert builtin_calls.get("C extend") == 1000, builtin_calls
+
+
+def test_waiting_steps_hold_nothing_the_garbage_collector_tracks(tmp_path: Path) -> None:
+    """A burst of logged steps waiting for the logger's thread adds no object the collector
+    must walk (a tuple holding the metrics dict would be one per step)."""
+    import gc
+
+    steps = logger(Collect(), tmp_path, flush_interval_s=60)
+    for i in range(1000):
+        steps.log_step(i, 0, loss=0.5, lr=1e-3)
+    waiting = list(steps._buf)
+    assert len(waiting) == 4 * 1000
+    assert not [x for x in waiting if gc.is_tracked(x)]
+    steps.close()
 
 
 def test_log_step_after_close_is_dropped_quietly(tmp_path: Path) -> None:
