@@ -219,6 +219,19 @@ class DocBuilder:
         self.spike = SpikeDetector()
         self.trend = LossTrend()
         self.samples: deque[tuple[float, Sample]] = deque()  # taken, not yet attached
+        # the column-wise path's flags: one dict per combination, shared by the documents that
+        # have it (documents are never changed once built; it saves a dict per step)
+        self._flag_dicts: dict[tuple[bool | None, str | None], dict[str, Any] | None] = {
+            (spike, trend): None
+            if spike is None and trend is None
+            else {"grad_norm_spike": spike}
+            if trend is None
+            else {"loss_trend": trend}
+            if spike is None
+            else {"grad_norm_spike": spike, "loss_trend": trend}
+            for spike in (None, False, True)
+            for trend in (None, "down", "flat", "up")
+        }
 
     # ---------------------------------------------------------------------------------------
     def build(
@@ -437,16 +450,8 @@ class DocBuilder:
             if len(losses) != n:
                 it2 = iter(trends)
                 trends = [next(it2) if "loss" in m else None for m in mets]
-        return [
-            None
-            if spike is None and trend is None
-            else {"grad_norm_spike": spike}
-            if trend is None
-            else {"loss_trend": trend}
-            if spike is None
-            else {"grad_norm_spike": spike, "loss_trend": trend}
-            for spike, trend in zip(spikes, trends, strict=True)
-        ]
+        table = self._flag_dicts
+        return [table[pair] for pair in zip(spikes, trends, strict=True)]
 
     def finish(self) -> list[dict[str, Any]]:
         """Ticks for the samples no step came after (at close)."""
