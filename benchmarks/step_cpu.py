@@ -15,10 +15,11 @@ stored. Two figures per way, medians over ``--repeat`` processes:
 The ways: ``list.append`` of a tuple (the floor), an orjson line and a ``json.dumps`` line
 written to a file, tensorboardX ``SummaryWriter.add_scalar`` (three scalars a step, its
 writer thread included), and ours: ``StepLogger.log_step`` into a sink that drops the
-documents (building them is all), into the local store's ``write_steps`` (what a recorded
-run does today), into ``encode_lines`` + one append a batch (the store path proposed in
-issue 16), and ``run.log_step`` through ``warehouse.start_run``. The machine's load average
-is printed with every figure.
+documents (building them is all), into the local store's ``write_steps`` (the local half of
+a recorded run's store), into ``encode_lines`` + one append a batch (the same without the
+store's checks), and ``run.log_step`` through ``warehouse.start_run`` (its store writes an
+outbox entry per batch before the local append). The machine's load average is printed with
+every figure.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ WAYS: dict[str, tuple[str, str, str]] = {
         "ls(i, loss=0.5, lr=3e-4, grad_norm=1.0)",
         "lg.close()",
     ),
-    "StepLogger.log_step -> LocalStore.write_steps (today)": (
+    "StepLogger.log_step -> LocalStore.write_steps": (
         "from warehouse.live.steps import StepLogger, StepOptions\n"
         "from warehouse.stores.local import LocalStore\n"
         "store = LocalStore(TMP / 'home')\n"
@@ -88,7 +89,7 @@ WAYS: dict[str, tuple[str, str, str]] = {
         "ls(i, loss=0.5, lr=3e-4, grad_norm=1.0)",
         "lg.close()",
     ),
-    "StepLogger.log_step -> encode_lines + append (proposed store path)": (
+    "StepLogger.log_step -> encode_lines + one append a batch": (
         "import fcntl\n"
         "from warehouse.live.steps import StepLogger, StepOptions\n"
         "from warehouse.live.step_docs import encode_lines\n"
