@@ -15,11 +15,12 @@ Policies, decided here once:
 - Metric values are converted with ``float()`` (numpy and torch scalars work). Non-finite values
   and non-numbers are dropped from ``metrics`` (JSON and Elasticsearch have no NaN), with one
   warning per metric name; a non-finite ``grad_norm`` sets ``flags.grad_norm_spike``.
-- Derived figures, each a small pure function or a small state machine, tested alone:
-  :func:`tokens_per_second`, :func:`flops_utilisation` (MFU), :class:`SpikeDetector`
-  (``grad_norm`` above 5x its moving average after 10 values) and :class:`LossTrend` (``down``,
-  ``flat``, ``up``: the mean ``loss`` of the newer vs the older half of the last 50 steps,
-  ±1 %). Figures the caller logs itself are never overwritten.
+- Derived figures (:mod:`warehouse.live.step_figures`): ``tokens_per_s``, ``mfu``, the
+  ``grad_norm`` spike flag and the ``loss`` trend. Figures the caller logs itself are never
+  overwritten.
+- Built a batch at a time: each column (stamps, durations, flags) is one comprehension over
+  the batch and the documents one more; :func:`encode_lines` turns a batch into JSON lines with
+  one orjson call.
 - A system sample is attached (``system``, ``gpus``) to the first step logged after it was
   taken; a sample no step follows before the next sample becomes a *sampling tick* of its own
   (empty ``metrics``, the last step and epoch seen, no ``duration_s``). Each sample appears once.
@@ -29,12 +30,18 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections import deque
 from itertools import chain
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from warehouse.live.step_figures import (
+    LossTrend,
+    SpikeDetector,
+    flops_utilisation,
+    step_duration,
+    tokens_per_second,
+)
 from warehouse.models import normalise_name
 from warehouse.values import IsoStamps
 
@@ -48,140 +55,10 @@ Item = tuple[float, Any, Any, dict[str, Any]]
 Columns = tuple[list[float], list[Any], list[Any], list[dict[str, Any]]]
 """Logged items as columns: times, steps, epochs, metrics."""
 
-SPIKE_FACTOR = 5.0
-SPIKE_WARMUP = 10
-SPIKE_ALPHA = 0.02
-TREND_HALF = 25
-TREND_MIN = 10
-TREND_THRESHOLD = 0.01
 
 _INT = frozenset({int})
 _INT_NONE = frozenset({int, type(None)})
 _FLOAT = frozenset({float})
-
-
-# derived figures: pure functions ----------------------------------------------------------------
-def step_duration(prev_t: float | None, prev_step: int | None, t: float, step: int) -> float | None:
-    """Seconds per step since the previous logged step (None for the first)."""
-    if prev_t is None or prev_step is None:
-        return None
-    passed = step - prev_step
-    elapsed = t - prev_t
-    return elapsed / passed if passed > 0 else elapsed
-
-
-def tokens_per_second(tokens_per_step: float | None, duration_s: float) -> float | None:
-    """Throughput in tokens/s, when the run said how many tokens a step takes."""
-    if not tokens_per_step or duration_s <= 0:
-        return None
-    return tokens_per_step / duration_s
-
-
-def flops_utilisation(
-    tokens_per_s: float, flops_per_token: float | None, peak_flops: float | None
-) -> float | None:
-    """Model FLOPs utilisation: achieved FLOP/s over the hardware's peak."""
-    if not flops_per_token or not peak_flops:
-        return None
-    return tokens_per_s * flops_per_token / peak_flops
-
-
-# derived figures: small state machines ----------------------------------------------------------
-class LossTrend:
-    """Mean of the newer vs the older half of the last ``2*half`` values, updated in O(1)."""
-
-    def __init__(self, half: int = TREND_HALF) -> None:
-        self.half = half
-        self.old: deque[float] = deque()
-        self.new: deque[float] = deque()
-        self.old_sum = 0.0
-        self.new_sum = 0.0
-
-    def push(self, value: float) -> str | None:
-        self.new.append(value)
-        self.new_sum += value
-        if len(self.new) > self.half:
-            moved = self.new.popleft()
-            self.new_sum -= moved
-            self.old.append(moved)
-            self.old_sum += moved
-            if len(self.old) > self.half:
-                self.old_sum -= self.old.popleft()
-        if len(self.old) + len(self.new) < TREND_MIN or not self.old:
-            return None
-        old_mean = self.old_sum / len(self.old)
-        new_mean = self.new_sum / len(self.new)
-        change = (new_mean - old_mean) / max(abs(old_mean), 1e-12)
-        if change < -TREND_THRESHOLD:
-            return "down"
-        if change > TREND_THRESHOLD:
-            return "up"
-        return "flat"
-
-    def push_many(self, values: list[float]) -> list[str | None]:
-        """:meth:`push` of each value in turn: the same arithmetic, in the same order; once both
-        halves are full, without a call or a deque operation per value."""
-        half = self.half
-        old, new = self.old, self.new
-        out: list[str | None] = []
-        i = 0
-        while i < len(values) and (len(old) < half or len(new) < half):  # filling up
-            out.append(self.push(values[i]))
-            i += 1
-        if i == len(values):
-            return out
-        rest = values[i:] if i else values
-        window = [*old, *new, *rest]  # the value at j: moved out of new at j+half, of old at j
-        old_sum, new_sum = self.old_sum, self.new_sum
-        lo, hi = -TREND_THRESHOLD, TREND_THRESHOLD
-        for value, moved, popped in zip(rest, window[half:], window, strict=False):
-            new_sum = new_sum + value - moved
-            old_sum = old_sum + moved - popped
-            old_mean = old_sum / half
-            scale = old_mean if old_mean >= 0 else -old_mean
-            change = (new_sum / half - old_mean) / (scale if scale > 1e-12 else 1e-12)
-            out.append("down" if change < lo else "up" if change > hi else "flat")
-        self.old_sum, self.new_sum = old_sum, new_sum
-        self.old = deque(window[-2 * half : -half])
-        self.new = deque(window[-half:])
-        return out
-
-
-class SpikeDetector:
-    """Gradient-norm spikes: a value above 5x the moving average of the earlier ones."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.avg = 0.0
-
-    def push(self, value: float) -> bool:
-        if not math.isfinite(value):
-            return True
-        spike = self.count >= SPIKE_WARMUP and value > SPIKE_FACTOR * self.avg
-        clipped = min(value, SPIKE_FACTOR * self.avg) if self.count >= SPIKE_WARMUP else value
-        self.count += 1
-        if self.count <= SPIKE_WARMUP:
-            self.avg += (clipped - self.avg) / self.count  # plain mean while warming up
-        else:
-            self.avg += SPIKE_ALPHA * (clipped - self.avg)
-        return spike
-
-    def push_many(self, values: list[float]) -> list[bool]:
-        """:meth:`push` of each (finite) value in turn, without a call each."""
-        count, avg = self.count, self.avg
-        out: list[bool] = []
-        for value in values:
-            if count >= SPIKE_WARMUP:
-                limit = SPIKE_FACTOR * avg
-                out.append(value > limit)
-                count += 1
-                avg += SPIKE_ALPHA * ((value if value < limit else limit) - avg)
-            else:
-                out.append(False)
-                count += 1
-                avg += (value - avg) / count  # plain mean while warming up
-        self.count, self.avg = count, avg
-        return out
 
 
 class DocBuilder:
