@@ -311,8 +311,7 @@ class DocBuilder:
     def _flags(self, mets: list[dict[str, Any]]) -> list[dict[str, Any] | None] | None:
         """Each step's ``flags`` (None: no flag), from the spike detector and the loss trend."""
         n = len(mets)
-        grads = [m["grad_norm"] for m in mets if "grad_norm" in m]
-        losses = [m["loss"] for m in mets if "loss" in m]
+        grads, losses = _column(mets, "grad_norm"), _column(mets, "loss")
         if not grads and not losses:
             return None
         spikes: list[Any] = [None] * n
@@ -468,6 +467,14 @@ class DocBuilder:
         if key not in self.warned:
             self.warned.add(key)
             log.warning("run %s: %s", self.run_id, message % args)
+
+
+def _column(mets: list[dict[str, Any]], name: str) -> list[Any]:
+    """The values of metric ``name`` in the steps that have it, in order."""
+    try:
+        return list(map(itemgetter(name), mets))  # every step has it: one C loop
+    except KeyError:
+        return [m[name] for m in mets if name in m]
 
 
 _BOUNDARY = "warehouse:step-line-end:5f0c2a9e"

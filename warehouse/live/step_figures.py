@@ -130,17 +130,19 @@ class SpikeDetector:
         """:meth:`push` of each (finite) value in turn, without a call each."""
         count, avg = self.count, self.avg
         out: list[bool] = []
-        for value in values:
-            if count >= SPIKE_WARMUP:
-                limit = SPIKE_FACTOR * avg
-                out.append(value > limit)
-                count += 1
-                avg += SPIKE_ALPHA * ((value if value < limit else limit) - avg)
-            else:
-                out.append(False)
-                count += 1
-                avg += (value - avg) / count  # plain mean while warming up
-        self.count, self.avg = count, avg
+        i = 0
+        while i < len(values) and count < SPIKE_WARMUP:
+            out.append(False)
+            count += 1
+            avg += (values[i] - avg) / count  # plain mean while warming up
+            i += 1
+        append = out.append
+        factor, alpha = SPIKE_FACTOR, SPIKE_ALPHA
+        for value in values[i:] if i else values:
+            limit = factor * avg
+            append(value > limit)
+            avg += alpha * ((value if value < limit else limit) - avg)
+        self.count, self.avg = count + len(values) - i, avg
         return out
 
 
