@@ -10,15 +10,18 @@ stored. Two figures per way, medians over ``--repeat`` processes:
 - ``call_us``: the training thread's time per call (wall clock of the logging loop / steps:
   what the training loop waits, GIL hand-overs to our threads included);
 - ``cpu_us``: the **whole process's** CPU per step (``getrusage(RUSAGE_SELF)`` user+system,
-  every thread, from before the first step to after the close that stores the last one).
+  every thread, from before the first step to after the close that stores the last one);
+- ``after``: the part of ``cpu_us`` spent after the loop, in the close (a burst of steps
+  logged faster than the background thread's tick is built and stored there).
 
 The ways: ``list.append`` of a tuple (the floor), an orjson line and a ``json.dumps`` line
 written to a file, tensorboardX ``SummaryWriter.add_scalar`` (three scalars a step, its
 writer thread included), and ours: ``StepLogger.log_step`` into a sink that drops the
-documents (building them is all), into the local store's ``write_steps`` (what a recorded
-run does today), into ``encode_lines`` + one append a batch (the store path proposed in
-issue 16), and ``run.log_step`` through ``warehouse.start_run``. The machine's load average
-is printed with every figure.
+documents (building them is all), into the local store's ``write_steps`` (the local half of
+a recorded run's store), into ``encode_lines`` + one append a batch (the same without the
+store's checks), and ``run.log_step`` through ``warehouse.start_run`` (its store writes an
+outbox entry per batch before the local append). The machine's load average is printed with
+every figure.
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ WAYS: dict[str, tuple[str, str, str]] = {
         "ls(i, loss=0.5, lr=3e-4, grad_norm=1.0)",
         "lg.close()",
     ),
-    "StepLogger.log_step -> LocalStore.write_steps (today)": (
+    "StepLogger.log_step -> LocalStore.write_steps": (
         "from warehouse.live.steps import StepLogger, StepOptions\n"
         "from warehouse.stores.local import LocalStore\n"
         "store = LocalStore(TMP / 'home')\n"
@@ -88,7 +91,7 @@ WAYS: dict[str, tuple[str, str, str]] = {
         "ls(i, loss=0.5, lr=3e-4, grad_norm=1.0)",
         "lg.close()",
     ),
-    "StepLogger.log_step -> encode_lines + append (proposed store path)": (
+    "StepLogger.log_step -> encode_lines + one append": (
         "import fcntl\n"
         "from warehouse.live.steps import StepLogger, StepOptions\n"
         "from warehouse.live.step_docs import encode_lines\n"
@@ -125,10 +128,11 @@ def script(setup: str, call: str, close: str) -> str:
             c0 = cpu(); t0 = time.perf_counter()
             for i in range(N):
                 {call}
-            t1 = time.perf_counter()
+            t1 = time.perf_counter(); cm = cpu()
             {close or "pass"}
             c1 = cpu()
-            print(json.dumps({{"call_us": (t1 - t0) / N * 1e6, "cpu_us": (c1 - c0) / N * 1e6}}))
+            print(json.dumps({{"call_us": (t1 - t0) / N * 1e6, "cpu_us": (c1 - c0) / N * 1e6,
+                               "after_us": (c1 - cm) / N * 1e6}}))
             """
         )
     )
@@ -137,7 +141,7 @@ def script(setup: str, call: str, close: str) -> str:
 def measure(name: str, steps: int, repeat: int) -> dict[str, Any]:
     setup, call, close = WAYS[name]
     code = script(setup, call, close)
-    calls, cpus, loads = [], [], []
+    calls, cpus, afters, loads = [], [], [], []
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
     for _ in range(repeat):
         with tempfile.TemporaryDirectory(prefix="bench-step-cpu-") as tmp:
@@ -155,10 +159,12 @@ def measure(name: str, steps: int, repeat: int) -> dict[str, Any]:
         out = json.loads(proc.stdout.strip().splitlines()[-1])
         calls.append(out["call_us"])
         cpus.append(out["cpu_us"])
+        afters.append(out["after_us"])
     return {
         "what": name,
         "call_us": statistics.median(calls),
         "cpu_us": statistics.median(cpus),
+        "after_us": statistics.median(afters),
         "load": statistics.median(loads),
     }
 
@@ -171,16 +177,19 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args()
     rows = []
-    print(f"{'way':<66} {'call us':>8} {'cpu us':>8} {'load':>6}")
+    print(f"{'way':<58} {'call us':>8} {'cpu us':>8} {'after':>8} {'load':>6}")
     for name in WAYS:
         if args.only and args.only not in name:
             continue
         row = measure(name, args.steps, args.repeat)
         rows.append(row)
         if "note" in row:
-            print(f"{name:<66} {row['note']}")
+            print(f"{name:<58} {row['note']}")
         else:
-            print(f"{name:<66} {row['call_us']:8.2f} {row['cpu_us']:8.2f} {row['load']:6.2f}")
+            print(
+                f"{name:<58} {row['call_us']:8.2f} {row['cpu_us']:8.2f} {row['after_us']:8.2f} "
+                f"{row['load']:6.2f}"
+            )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

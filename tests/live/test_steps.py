@@ -310,8 +310,22 @@ def test_log_step_only_reads_the_clock_and_appends(tmp_path: Path) -> None:
     python_calls = {name: n for name, n in calls.items() if not name.startswith("C ")}
     builtin_calls = {name: n for name, n in calls.items() if name.startswith("C ")}
     assert python_calls == {"log_step": 1000}
-    assert sum(builtin_calls.values()) == 2 * 1000, builtin_calls  # the clock and one append
-    assert builtin_calls.get("C append") == 1000, builtin_calls
+    assert sum(builtin_calls.values()) == 2 * 1000, builtin_calls  # the clock and one extend
+    assert builtin_calls.get("C extend") == 1000, builtin_calls
+
+
+def test_waiting_steps_hold_nothing_the_garbage_collector_tracks(tmp_path: Path) -> None:
+    """A burst of logged steps waiting for the logger's thread adds no object the collector
+    must walk (a tuple holding the metrics dict would be one per step)."""
+    import gc
+
+    steps = logger(Collect(), tmp_path, flush_interval_s=60)
+    for i in range(1000):
+        steps.log_step(i, 0, loss=0.5, lr=1e-3)
+    waiting = list(steps._buf)
+    assert len(waiting) == 4 * 1000
+    assert not [x for x in waiting if gc.is_tracked(x)]
+    steps.close()
 
 
 def test_log_step_after_close_is_dropped_quietly(tmp_path: Path) -> None:
@@ -595,3 +609,106 @@ def test_step_metrics_that_become_one_name_are_said_once(
     with caplog.at_level(logging.WARNING):
         DocBuilder("r", "e").build(items((1.0, 0, {"loss": 1.0, "lr": 0.1})), [])
     assert not caplog.records  # distinct names: nothing to say
+
+
+# ---- work counted: a batch at a time, not a step at a time --------------------------------------
+class CountingOrjson:
+    """orjson with its ``dumps`` calls counted (encode_lines imports it on each call)."""
+
+    def __init__(self) -> None:
+        import orjson
+
+        self.real = orjson
+        self.calls = 0
+        self.JSONEncodeError = orjson.JSONEncodeError
+        self.OPT_APPEND_NEWLINE = orjson.OPT_APPEND_NEWLINE
+
+    def dumps(self, *args: Any, **kw: Any) -> bytes:
+        self.calls += 1
+        return self.real.dumps(*args, **kw)
+
+
+def test_a_batch_is_encoded_with_one_orjson_call_into_the_lines_of_one_call_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("orjson")
+    counting = CountingOrjson()
+    items, samples = _random_items(5, 3000)
+    b = DocBuilder("r", "e")
+    docs = b.build(items, samples) + b.finish()
+    want = b"".join(counting.real.dumps(d, option=counting.OPT_APPEND_NEWLINE) for d in docs)
+    monkeypatch.setitem(sys.modules, "orjson", counting)
+    assert encode_lines(docs, "r", "e") == want  # the bytes one call per document gave
+    assert counting.calls == 1
+    # a document holding the boundary text itself: found by the count, one call per document
+    from warehouse.live.step_docs import _BOUNDARY
+
+    docs[7] = {**docs[7], "more": [1, _BOUNDARY, 2]}  # written as ,"<boundary>",
+    counting.calls = 0
+    data = encode_lines(docs, "r", "e")
+    assert [json.loads(line) for line in data.splitlines()] == docs
+    assert counting.calls == 1 + len(docs)
+
+
+def test_the_column_wise_path_makes_no_python_call_per_step() -> None:
+    """Documents of a warm builder, 5,000 steps: a fixed number of Python-level calls (the
+    comprehensions and helpers of one batch), none per step."""
+    b = DocBuilder("r", "e")
+    t = 1_700_000_000.0
+    b.build([(t + i * 1e-3, i, 0, {"loss": 1.0, "grad_norm": 1.0}) for i in range(100)], [])
+    batch = [
+        (t + i * 1e-3, i, 0, {"loss": 1.0 / i, "lr": 0.1, "grad_norm": 1.0})
+        for i in range(100, 5100)
+    ]
+    calls: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            calls.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    docs = b.build(batch, [])
+    sys.setprofile(None)
+    assert len(docs) == 5000
+    assert [d["seq"] for d in docs] == list(range(100, 5100))
+    assert len(calls) < 40, sorted(set(calls))
+    assert "_step_doc" not in calls
+    assert "push" not in calls
+
+
+def test_the_column_wise_documents_keep_the_item_by_item_key_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Same dicts and the same key order: the stored lines are byte for byte the same."""
+    items, samples = _random_items(11, 1500)
+    fast, slow = DocBuilder("r", "e"), _slow_builder(monkeypatch)
+    got = fast.build([(t, s, e, dict(m)) for t, s, e, m in items], samples) + fast.finish()
+    want = slow.build([(t, s, e, dict(m)) for t, s, e, m in items], samples) + slow.finish()
+    assert got == want
+    assert encode_lines(got, "r", "e") == encode_lines(want, "r", "e")
+
+
+def test_the_store_path_encodes_once_per_batch_handed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("orjson")
+    from warehouse.stores.local import LocalStore
+
+    counting = CountingOrjson()
+    monkeypatch.setitem(sys.modules, "orjson", counting)
+    store = LocalStore(tmp_path / "home")
+    batches: list[int] = []
+
+    def sink(docs: list[dict[str, Any]]) -> None:
+        batches.append(len(docs))
+        store.write_steps("run1", "exp", docs)
+
+    steps = logger(sink, tmp_path, flush_interval_s=60)
+    steps.batch_size = 1000
+    for i in range(4500):
+        steps.log_step(i, loss=1.0, grad_norm=1.0)
+    steps.close()
+    assert sum(batches) == 4500
+    assert counting.calls == len(batches) <= 10  # one encoder call per batch, none per step
+    lines = (tmp_path / "home" / "steps" / "run1.jsonl").read_bytes().splitlines()
+    assert [json.loads(line)["seq"] for line in lines] == list(range(4500))

@@ -1,7 +1,10 @@
 """The live per-step index: ``log_step`` on the training thread, everything else on one thread.
 
-- **Training thread** (:meth:`StepLogger.log_step`): reads the clock and appends one tuple
-  ``(time, step, epoch, metrics)`` to a deque — no validation, no lock, no I/O.
+- **Training thread** (:meth:`StepLogger.log_step`): reads the clock and puts
+  ``time, step, epoch, metrics`` on a deque, four slots in one ``extend`` — no validation, no
+  lock, no I/O. Four slots rather than one tuple: the deque then holds no object the garbage
+  collector tracks (a tuple holding a dict stays tracked; the ``**metrics`` dict of floats is
+  not), so a burst of steps waiting for the thread costs no collector work.
 - **The logger's thread** (``warehouse-steps``, every 0.5 s with the console on, else every
   ``flush_interval_s``): drains the deque, builds the step documents
   (:mod:`warehouse.live.step_docs`), attaches system samples, draws the console line, and hands
@@ -29,6 +32,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import repeat, starmap
 from typing import TYPE_CHECKING, Any
 
 from warehouse.lifecycle import Lifecycle
@@ -91,10 +95,10 @@ class StepLogger:
         self.batch_size = BATCH_SIZE
         self.close_timeout_s = CLOSE_TIMEOUT_S
         self._sink = sink
-        self._buf: deque[Item] = deque()
+        self._buf: deque[Any] = deque()  # time, step, epoch, metrics, time, step, ...
         self._samples: deque[tuple[float, Sample]] = deque()
         # the hot path: two bound callables, looked up once
-        self._append: Callable[[Item], None] = self._buf.append
+        self._put: Callable[[Item], None] = self._buf.extend
         self._time = time.time
         self._builder = DocBuilder(
             run_id,
@@ -140,7 +144,7 @@ class StepLogger:
     # ---- the hot path ----------------------------------------------------------------------
     def log_step(self, step: int, epoch: int | None = None, **metrics: float) -> None:
         """Record one step's metrics; returns at once (the work happens on a background thread)."""
-        self._append((self._time(), step, epoch, metrics))
+        self._put((self._time(), step, epoch, metrics))
 
     # ---- control ---------------------------------------------------------------------------
     def flush(self, timeout: float | None = 30.0) -> bool:
@@ -163,7 +167,7 @@ class StepLogger:
         if self._closed or self._closing:
             return
         self._closing = True
-        self._append = self._after_close
+        self._put = self._after_close
         if self._sampler is not None:
             self._sampler.stop()
             if self._sampler.interval_s > 0:  # a last sample: short runs get one too
@@ -265,24 +269,25 @@ class StepLogger:
         """Build the documents of at most ``batch_size`` logged steps (and the samples taken);
         True when more steps wait."""
         buf = self._buf
-        n = min(len(buf), self.batch_size)
-        popleft = buf.popleft
-        items = [popleft() for _ in range(n)]
-        more = bool(buf) and n == self.batch_size
+        n = min(len(buf) // 4, self.batch_size)
+        flat = list(starmap(buf.popleft, repeat((), 4 * n)))  # one C loop, no Python call each
+        ts = flat[0::4]
+        more = len(buf) >= 4 and n == self.batch_size
         final = final and not more
         samples_q = self._samples
         samples = [samples_q.popleft() for _ in range(len(samples_q))]
-        if items and self.options.system_per_step and self._sampler is not None:
+        if n and self.options.system_per_step and self._sampler is not None:
             now = time.time()
             if now - self._last_per_step_sample >= PER_STEP_SAMPLE_MIN_S:
                 self._last_per_step_sample = now
                 try:
-                    samples.append((items[-1][0], self._sampler.sample()))
+                    samples.append((ts[-1], self._sampler.sample()))
                 except Exception:
                     log.warning("system sampling failed; continuing", exc_info=True)
                 samples.sort(key=lambda s: s[0])
         b = self._builder
-        docs = b.build(items, samples, more=more) if (items or samples) else []
+        columns = (ts, flat[1::4], flat[2::4], flat[3::4])
+        docs = b.build_columns(columns, samples, more=more) if (n or samples) else []
         if final:
             docs.extend(b.finish())
         self.stats["logged"] += n
@@ -300,7 +305,7 @@ class StepLogger:
                     over,
                     self.stats["dropped"],
                 )
-        if self._console is not None and items and b.steps:
+        if self._console is not None and n and b.steps:
             self._console.update(
                 time.monotonic(),
                 b.last_step,
@@ -362,7 +367,7 @@ class StepLogger:
     def _forked(self) -> None:
         """In a forked child (a DataLoader worker ...): the thread is gone; record nothing."""
         self._closed = True
-        self._append = self._after_close
+        self._put = self._after_close
 
 
 _LIVE: weakref.WeakSet[StepLogger] = weakref.WeakSet()

@@ -178,13 +178,17 @@ class LocalStore:
         from warehouse.live.step_docs import encode_lines
 
         _check_id(run_id, "run_id")
-        for step in steps:
-            seq = step.get("seq")
-            if not isinstance(seq, int) or isinstance(seq, bool):
-                raise InvalidRecord(f"a step of run {run_id} has seq={seq!r}; seq is an integer")
         if not steps:
             return
-        data = encode_lines(list(steps), run_id, experiment)  # the batch at once
+        docs = steps if isinstance(steps, list) else list(steps)
+        seqs = [step.get("seq") for step in docs]
+        if not set(map(type, seqs)) <= {int}:  # the usual batch passes in one look
+            for seq in seqs:
+                if not isinstance(seq, int) or isinstance(seq, bool):
+                    raise InvalidRecord(
+                        f"a step of run {run_id} has seq={seq!r}; seq is an integer"
+                    )
+        data = encode_lines(docs, run_id, experiment)  # the batch at once
         path = self.home.steps_file(run_id)
         with self._map_errors(f"append steps to {path}"):
             self.home.ensure()
