@@ -47,6 +47,23 @@ def test_without_nvml_a_sample_has_machine_figures_and_no_gpu_fields_silently(
     assert caplog.records == []  # no warning, not even an info line
 
 
+def test_without_the_nvidia_driver_nvml_is_not_even_imported() -> None:
+    from warehouse.capture.environment import nvidia_driver_absent
+
+    if not nvidia_driver_absent():
+        pytest.skip("the NVIDIA driver is loaded here: NVML is used (see the GPU check)")
+    code = (
+        "import sys\n"
+        "from warehouse.live.system import SystemSampler\n"
+        "sample = SystemSampler(0).sample()\n"
+        "print(sorted(sample['system'])[:1], 'pynvml' in sys.modules)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert proc.stdout.split()[-1] == "False"
+
+
 def test_rss_covers_child_processes(tmp_path: Any) -> None:
     sampler = SystemSampler(0)
     alone = sampler.sample()["system"]["rss_bytes"]

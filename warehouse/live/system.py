@@ -263,6 +263,11 @@ class SystemSampler:
         if self._nvml_tried or not self._use_nvml:
             return self._nvml
         self._nvml_tried = True
+        from warehouse.capture.environment import nvidia_driver_absent
+
+        if nvidia_driver_absent():
+            log.debug("no NVIDIA driver loaded: no GPU figures")
+            return None
         try:
             import pynvml
         except ImportError:
