@@ -316,6 +316,54 @@ def test_local_only_settings_ship_nothing_and_leave_no_entry(home: Path) -> None
     assert rec.shipper.outbox.count() == 0  # written locally: nothing waits
 
 
+def test_local_only_steps_go_straight_to_the_steps_file_without_an_entry(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no remote, an entry per step batch bought nothing and cost ~10 us a step."""
+    added: list[str] = []
+    real_add = Outbox.add
+
+    def counting(self: Outbox, kind: str, payload: dict[str, Any]) -> Any:
+        added.append(kind)
+        return real_add(self, kind, payload)
+
+    monkeypatch.setattr(Outbox, "add", counting)
+    rec = open_recording(load())
+    steps = [{"seq": n, "step": n, "@timestamp": "2026-01-01T00:00:00Z"} for n in range(3)]
+    rec.store.write_steps("r", "x", steps)
+    rec.close()
+    assert "steps" not in added
+    assert rec.shipper.local.last_seq("r") == 2
+
+
+def test_a_local_step_append_that_fails_waits_in_the_outbox_for_sync(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from warehouse.stores.local import LocalStore
+
+    real = LocalStore.write_steps
+
+    def full_disk(self: LocalStore, *args: Any) -> None:
+        raise StoreUnavailable("append steps: No space left on device")
+
+    monkeypatch.setattr(LocalStore, "write_steps", full_disk)
+    rec = open_recording(load())
+    doc = Run(experiment="x").to_doc()
+    rec.store.write_runs([doc])
+    run_id = str(doc["run_id"])
+    rec.store.write_steps(run_id, "x", [{"seq": 0, "step": 0, "@timestamp": "2026-01-01"}])
+    rec.close()
+    assert rec.shipper.outbox.count() == 1  # the only copy of the batch
+    monkeypatch.setattr(LocalStore, "write_steps", real)
+    rec = open_recording(load())
+    report = rec.shipper.drain()
+    rec.close()
+    assert report is not None
+    assert report.complete
+    assert rec.shipper.outbox.count() == 0
+    assert rec.shipper.local.last_seq(run_id) == 0
+
+
 def test_objects_wait_for_s3_and_upload_after(
     home: Path, s3_server: S3Server, s3_bucket: str, tmp_path: Path
 ) -> None:
