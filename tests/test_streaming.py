@@ -192,3 +192,44 @@ def test_chunks_cover_every_row_once() -> None:
     parts = list(chunks(range(25), 10))
     assert [len(p) for p in parts] == [10, 10, 5]
     assert [x for p in parts for x in p] == list(range(25))
+
+
+def test_float_text_in_bulk_is_pythons_repr_for_floats_of_every_magnitude() -> None:
+    import math
+    import random
+
+    import numpy as np
+
+    from warehouse.csv_columns import float_reprs
+
+    rng = random.Random(20261124)
+    values = [0.1, 1.0, -0.0, 0.0, 1e-05, 9.99e-05, 1e-4, 1e-7, 5e-324, 1e15, 1e16, 1e22]
+    values += [9.999999999999999e15, 123456789012.0, 2.0**53, 1.7976931348623157e308]
+    values += [float("nan"), float("inf"), -float("inf")]
+    values += [
+        rng.random() * 10.0 ** rng.randint(-12, 20) * rng.choice((1, -1)) for _ in range(200_000)
+    ]
+    values += [float(rng.randint(-(10**6), 10**6)) for _ in range(20_000)]
+    values += [rng.randint(1, 9) * 10.0 ** rng.randint(-12, 20) for _ in range(20_000)]
+    got = float_reprs(np.array(values)).to_pylist()
+    want = [repr(v) if math.isfinite(v) else None for v in values]
+    wrong = [(v, g, w) for v, g, w in zip(values, got, want, strict=True) if g != w]
+    assert wrong == []
+
+
+def test_csv_cells_needing_quotes_dictionaries_and_constants_match_the_row_writer() -> None:
+    table = pa.table(
+        {
+            "name": pa.array(["plain", "", None, 'say "hi"', "a,b", "x\ny"]),
+            "group": pa.array(["g,1", "g2", None, "g2", "g,1", "g2"]).dictionary_encode(),
+            "score": pa.array([0.5, None, 1.0, 2.5e-05, float("nan"), 3.0]),
+            "n": pa.array([1, None, -2, 0, 5, 6], pa.int16()),
+        }
+    )
+    batches = table.to_batches(max_chunksize=4)
+    want, got = io.StringIO(), io.StringIO()
+    rows = [{"split": "val,test", **r} for r in as_rows(batches)]
+    columns = ["split", "name", "group", "score", "n"]
+    write_csv(rows, want, columns=columns)
+    write_csv_batches(batches, got, columns=columns, constants={"split": "val,test"})
+    assert got.getvalue() == want.getvalue()

@@ -94,7 +94,11 @@ def write_csv_batches(
         rows = batch.num_rows
         if not rows:
             continue
-        present = set(batch.schema.names)
+        if len(names) > 1:  # one text per batch, built by pyarrow (csv_columns.py)
+            out.write(_batch_text(batch, names, fixed))
+            count += rows
+            continue
+        present = set(batch.schema.names)  # one column: csv.writer's own rules ('""' ...)
         cells: list[Iterable[Any]] = []
         for name in names:
             if name in present:
@@ -109,6 +113,34 @@ def write_csv_batches(
         writer.writerow(empty_header)
     out.flush()
     return count
+
+
+def _batch_text(batch: pa.RecordBatch, names: Sequence[str], fixed: Mapping[str, str]) -> str:
+    """The batch's CSV lines as one string: each column's cells as text, joined by ``,``."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from warehouse.csv_columns import csv_text, quote_one
+
+    present = set(batch.schema.names)
+    parts: list[Any] = []
+    for name in names:
+        if name in present:
+            parts.append(csv_text(batch.column(name)))
+        else:
+            parts.append(pa.scalar(quote_one(fixed.get(name, "")), pa.string()))
+    if not any(isinstance(part, pa.Array) for part in parts):
+        line: str = ",".join(str(part.as_py()) for part in parts)
+        return (line + "\n") * int(batch.num_rows)
+    lines = pc.binary_join_element_wise(*parts, ",")
+    lines = pc.binary_join_element_wise(lines, pa.scalar("", pa.string()), "\n")
+
+    _, offset_buffer, data = lines.buffers()
+    offsets = np.frombuffer(offset_buffer, np.int32, len(lines) + 1, lines.offset * 4)
+    start, end = int(offsets[0]), int(offsets[-1])
+    text: str = memoryview(data)[start:end].tobytes().decode("utf-8")
+    return text
 
 
 # --- JSON lines --------------------------------------------------------------------------------
