@@ -79,6 +79,7 @@ log = logging.getLogger(__name__)
 
 CATALOG_VERSION = b"1"
 GENERATION = b"warehouse_generation"  # the same in runs.parquet and runs.arrow
+LISTED = b"warehouse_runs_listed"  # the stat of runs/ taken before the listing it holds
 DOC = "_doc"
 LISTS = frozenset({"tags", "invalid_metrics", "overrides"})
 TIMESTAMPS = frozenset({"started_at", "ended_at", "heartbeat_at", "git.committed_at"})
@@ -107,6 +108,7 @@ class RunCatalog:
         self._offset = 0
         self._delta: dict[str, dict[str, Any] | None] = {}
         self._unreadable: set[str] = set()  # run files found damaged at the last load
+        self._listed: _StatKey = None  # stat of runs/ before the last listing of it
 
     # writers ------------------------------------------------------------------------------
     def record(self, run_ids: Sequence[str]) -> None:
@@ -174,7 +176,16 @@ class RunCatalog:
 
     def _reconcile(self) -> None:
         """Make the catalog hold exactly the runs of ``runs/`` (the truth): run files it
-        lacks are read into the delta, runs whose file is gone are dropped from it."""
+        lacks are read into the delta, runs whose file is gone are dropped from it.
+
+        A compaction records the stat of ``runs/`` it took before listing it: while ``runs/``
+        still has that stat (no file added, removed or replaced since), the listing would
+        say what the catalog holds, and is skipped (100k runs: ~150 ms)."""
+        listed = _stat(self.runs_dir)
+        if listed is not None and listed == _listed_key(self._base):
+            self._listed = listed
+            return
+        self._listed = listed
         files = _run_ids(self.runs_dir)
         known = {r for r, row in self._delta.items() if row is not None}
         if self._base is not None and self._base.num_rows:
@@ -250,6 +261,7 @@ class RunCatalog:
     def _rebuild_locked(self, *, persist: bool) -> None:
         rows: list[dict[str, Any]] = []
         self._unreadable = set()
+        self._listed = _stat(self.runs_dir)
         for run_id in sorted(_run_ids(self.runs_dir)):
             row = self._read_run(run_id)
             if row is None:
@@ -267,9 +279,10 @@ class RunCatalog:
         if table is None:
             table = build_table([])
         generation = uuid.uuid4().hex.encode()
-        table = table.combine_chunks().replace_schema_metadata(
-            {b"warehouse_catalog": CATALOG_VERSION, GENERATION: generation}
-        )
+        meta = {b"warehouse_catalog": CATALOG_VERSION, GENERATION: generation}
+        if self._listed is not None and not self._unreadable:
+            meta[LISTED] = json.dumps(self._listed).encode()
+        table = table.combine_chunks().replace_schema_metadata(meta)
         stem = f"{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
         tmp, tmp_arrow = self.dir / f".runs.{stem}", self.dir / f".arrow.{stem}"
         try:
@@ -492,6 +505,16 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
         }
         aligned.append(pa.table(columns))
     return pa.concat_tables(aligned)
+
+
+def _listed_key(base: pa.Table | None) -> _StatKey:
+    """The stat of ``runs/`` recorded in ``base`` by the compaction that wrote it."""
+    text = (base.schema.metadata or {}).get(LISTED) if base is not None else None
+    try:
+        ino, mtime, size = json.loads(text) if text else (None, None, None)
+    except (ValueError, TypeError):
+        return None
+    return (ino, mtime, size) if isinstance(mtime, int) else None
 
 
 def _write_ipc(table: pa.Table, path: Path) -> None:
