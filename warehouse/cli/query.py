@@ -95,6 +95,14 @@ query_app = typer.Typer(
 )
 
 
+@query_app.callback()
+def _no_pandas(ctx: typer.Context) -> None:
+    # pyarrow would import pandas (~0.2 s) only to ask whether a value is a pandas object
+    from warehouse.lazy import without_pandas
+
+    ctx.with_resource(without_pandas())
+
+
 def register(app: typer.Typer) -> None:
     """Add the `query` command family to the main app: ``runs`` here, then the ranked views,
     the samples and the one-run views, each module adding its commands when imported."""

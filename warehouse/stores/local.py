@@ -240,30 +240,38 @@ class LocalStore:
             rows = self._matching(node, table)
             if kind == lucene.EMPTY or not len(rows):
                 return []
-            experiments = table.column("experiment").take(rows)
-            counts = pc.value_counts(experiments)
-            run_count = dict(
-                zip(
-                    counts.field("values").to_pylist(),
-                    counts.field("counts").to_pylist(),
-                    strict=True,
-                )
-            )
-            values = table.column(metric).take(rows).to_numpy(zero_copy_only=False)
+            every = node == lucene.MATCH_ALL  # rows is 0..n-1: no column is copied by take
+            experiments = _rows_of(table.column("experiment"), rows, every).combine_chunks()
+            coded = experiments.dictionary_encode()
+            if coded.null_count:  # no run is stored without an experiment; be safe anyway
+                coded = pc.fill_null(experiments, "").dictionary_encode()
+            codes = coded.indices.to_numpy(zero_copy_only=False)
+            names = coded.dictionary.to_pylist()
+            counts = np.bincount(codes, minlength=len(names))
+            values = _rows_of(table.column(metric), rows, every).to_numpy(zero_copy_only=False)
             scored = np.flatnonzero(np.isfinite(values))
             if not scored.size:
                 return []
+            # each experiment's best score in one pass; its runs with that score are the
+            # candidates, and only those few are sorted for the ties
+            top = np.full(len(names), -np.inf if query.direction == "max" else np.inf)
+            (np.maximum if query.direction == "max" else np.minimum).at(
+                top, codes[scored], values[scored]
+            )
+            candidates = scored[values[scored] == top[codes[scored]]]
+            picks = rows[candidates]
             sub = pa.table(
                 {
-                    "e": experiments.take(scored),
-                    "v": values[scored],
-                    "t": _column_or_nulls(table, "ended_at").take(rows[scored]),
-                    "r": table.column("run_id").take(rows[scored]),
+                    "e": experiments.take(_indices(candidates)),
+                    "v": _floats(values[candidates]),
+                    "t": _column_or_nulls(table, "ended_at").take(_indices(picks)),
+                    "r": table.column("run_id").take(_indices(picks)),
                 }
             )
             best = _best_per_group(sub, "descending" if query.direction == "max" else "ascending")
-            winners, picks = sub.take(best), rows[scored][best]
-            docs = table.column(DOC).take(picks).to_pylist()
+            winners, picks = sub.take(_indices(best)), picks[best]
+            docs = table.column(DOC).take(_indices(picks)).to_pylist()
+            run_count = {name: int(n) for name, n in zip(names, counts.tolist(), strict=True)}
             return [
                 ExperimentBest(
                     experiment=e, score=float(v), run=json.loads(d), run_count=run_count[e]
@@ -283,7 +291,7 @@ class LocalStore:
             if table is None or table.num_rows == 0 or query.field not in table.schema.names:
                 return {}
             rows = self._matching(node, table)
-            column = table.column(query.field).take(rows)
+            column = _rows_of(table.column(query.field), rows, node == lucene.MATCH_ALL)
             if pa.types.is_list(column.type):
                 column = pc.list_flatten(column)
             counts = pc.value_counts(column.drop_null())
@@ -502,6 +510,24 @@ def _best_per_group(sub: pa.Table, order: str) -> np.ndarray:
     firsts = ranked[np.flatnonzero(np.r_[True, names[1:] != names[:-1]])]
     best: np.ndarray = firsts[pc.sort_indices(sub.take(firsts), ties).to_numpy()]
     return best
+
+
+def _indices(rows: np.ndarray) -> pa.Array:
+    """Row numbers as an Arrow int64 array, zero-copy (``pa.array`` of a numpy array would
+    make pyarrow import pandas, ~0.2 s, to check whether it is a pandas object)."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(rows)])
+
+
+def _floats(values: np.ndarray) -> pa.Array:
+    """Finite floats as an Arrow float64 array, as :func:`_indices` (no pandas)."""
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    return pa.Array.from_buffers(pa.float64(), len(values), [None, pa.py_buffer(values)])
+
+
+def _rows_of(column: pa.ChunkedArray, rows: np.ndarray, every: bool) -> pa.ChunkedArray:
+    """``column`` at ``rows``; the column itself when ``rows`` are all of them, in order."""
+    return column if every else column.take(_indices(rows))
 
 
 def _column_or_nulls(table: pa.Table, name: str) -> pa.ChunkedArray:
