@@ -237,13 +237,18 @@ def runs(
     settings = load_settings(primary_metric=metric, direction=direction)
     wanted = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     whole_docs = fmt is Format.json and wanted is None
+    csv_default = fmt is Format.csv and wanted is None
     fields = None if whole_docs else (wanted or (*RUN_TABLE_FIELDS, "metrics", "primary_metric"))
     most = limit_or(limit, 100)
     with open_store(settings) as store:
-        docs = views.runs(store, filter, sort or (), most, fields)
-    if most is not None and len(docs) == most and limit is None:
+        streamed = _csv_from_columns(store, filter, sort or (), most) if csv_default else None
+        docs = [] if streamed is not None else views.runs(store, filter, sort or (), most, fields)
+    shown = len(docs) if streamed is None else streamed
+    if most is not None and shown == most and limit is None:
         info(f"showing the first {most} runs; --limit N shows more (0 = all)")
-    if whole_docs:
+    if streamed is not None:
+        count = streamed
+    elif whole_docs:
         count = render_rows(docs, fmt)
     else:
         primary = None
@@ -269,6 +274,44 @@ def runs(
             more="--columns picks them, --format json shows whole runs",
         )
     finish(count, fail_empty, "runs match", settings, filter)
+
+
+def _csv_from_columns(
+    store: Any, filter: str | None, sort: Sequence[str], most: int | None
+) -> int | None:
+    """The default CSV of ``runs`` written from a store's columns, a chunk of runs at a time
+    (the local store: ``LocalStore.csv_rows``); the rows written, or None (nothing written)
+    when the store cannot, and the run documents are read instead."""
+    export = getattr(store, "csv_rows", None)
+    if export is None:
+        return None
+    import csv
+    import sys
+    from datetime import UTC, datetime
+
+    from warehouse.docpath import project
+    from warehouse.output import OutputClosed
+    from warehouse.query.lookup import parse_sort
+    from warehouse.query.status import STATUS_FIELDS, lost_aware, shown_status
+    from warehouse.stores.base import RunQuery
+
+    now = datetime.now(UTC)
+    seen = (*RUN_TABLE_FIELDS, "metrics", "primary_metric", *STATUS_FIELDS)  # as views.runs
+    query = RunQuery(filter=lost_aware(filter), sort=tuple(map(parse_sort, sort)), limit=most)
+    plan = export(query, RUN_TABLE_FIELDS, lambda doc: shown_status(project(doc, seen), now))
+    if plan is None:
+        return None
+    count = 0
+    try:
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(plan.columns)
+        for rows in plan.chunks():
+            writer.writerows(rows)
+            count += len(rows)
+        sys.stdout.flush()
+    except BrokenPipeError as exc:
+        raise OutputClosed from exc
+    return count
 
 
 def _primary_path(

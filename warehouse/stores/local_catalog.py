@@ -514,7 +514,9 @@ def _listed_key(base: pa.Table | None) -> _StatKey:
         ino, mtime, size = json.loads(text) if text else (None, None, None)
     except (ValueError, TypeError):
         return None
-    return (ino, mtime, size) if isinstance(mtime, int) else None
+    if isinstance(ino, int) and isinstance(mtime, int) and isinstance(size, int):
+        return (ino, mtime, size)
+    return None
 
 
 def _write_ipc(table: pa.Table, path: Path) -> None:
