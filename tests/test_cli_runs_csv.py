@@ -179,3 +179,38 @@ def test_a_column_of_unproven_type_falls_back_to_the_documents(
     with LocalStore(home) as store:
         assert store.csv_rows(RunQuery(), ("run_id", "duration_s"), lambda d: d) is None
     assert csv_of("--limit", "0") == from_documents(monkeypatch, "--limit", "0")
+
+
+JSON_CASES = [("--limit", "0"), ("-q", "status:lost"), ("-s", "duration_s:asc", "-n", "2"), ()]
+
+
+@pytest.mark.parametrize("args", JSON_CASES, ids=[" ".join(c) or "default" for c in JSON_CASES])
+def test_json_documents_read_a_chunk_at_a_time_equal_the_list_of_them(
+    odd_world: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...]
+) -> None:
+    """``--format json`` prints whole documents as LocalStore.run_documents parses them, a
+    chunk at a time, not as a list of all of them first: the same bytes."""
+    streamed = runner.invoke(app, ["query", "runs", "--format", "json", *args])
+    with monkeypatch.context() as patch:
+        patch.delattr(LocalStore, "run_documents")
+        listed = runner.invoke(app, ["query", "runs", "--format", "json", *args])
+    assert streamed.exit_code == listed.exit_code == 0
+    assert streamed.stdout == listed.stdout
+    assert streamed.stderr == listed.stderr
+    docs = json.loads(streamed.stdout)
+    assert all("config" in d for d in docs)
+
+
+def test_json_documents_come_in_chunks(odd_world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_export, "CHUNK", 2)
+    taken: list[int] = []
+    real = local_export.indices
+
+    def counting(rows: Any) -> Any:
+        taken.append(len(rows))
+        return real(rows)
+
+    monkeypatch.setattr(local_export, "indices", counting)
+    result = runner.invoke(app, ["query", "runs", "--format", "json", "--limit", "0"])
+    assert len(json.loads(result.stdout)) == 5
+    assert taken == [2, 2, 1]  # no take of every run's document at once

@@ -241,7 +241,12 @@ def runs(
     fields = None if whole_docs else (wanted or (*RUN_TABLE_FIELDS, "metrics", "primary_metric"))
     most = limit_or(limit, 100)
     with open_store(settings) as store:
-        streamed = _csv_from_columns(store, filter, sort or (), most) if csv_default else None
+        if csv_default:
+            streamed = _csv_from_columns(store, filter, sort or (), most)
+        elif whole_docs:
+            streamed = _json_documents(store, filter, sort or (), most)
+        else:
+            streamed = None
         docs = [] if streamed is not None else views.runs(store, filter, sort or (), most, fields)
     shown = len(docs) if streamed is None else streamed
     if most is not None and shown == most and limit is None:
@@ -312,6 +317,27 @@ def _csv_from_columns(
     except BrokenPipeError as exc:
         raise OutputClosed from exc
     return count
+
+
+def _json_documents(
+    store: Any, filter: str | None, sort: Sequence[str], most: int | None
+) -> int | None:
+    """``runs --format json`` (whole documents) written as a store reads them, a chunk at a
+    time (the local store: ``LocalStore.run_documents``); the rows written, or None when
+    the store cannot (then views.runs reads them all first)."""
+    read = getattr(store, "run_documents", None)
+    if read is None:
+        return None
+    from datetime import UTC, datetime
+
+    from warehouse.query.lookup import parse_sort
+    from warehouse.query.status import lost_aware, with_shown_status
+    from warehouse.stores.base import RunQuery
+
+    now = datetime.now(UTC)
+    query = RunQuery(filter=lost_aware(filter), sort=tuple(map(parse_sort, sort)), limit=most)
+    docs = read(query)
+    return render_rows((with_shown_status([doc], now)[0] for doc in docs), Format.json)
 
 
 def _primary_path(

@@ -52,7 +52,7 @@ from warehouse.stores.base import (
     StepRange,
 )
 from warehouse.stores.local_catalog import DOC, RunCatalog
-from warehouse.stores.local_export import CsvRows, floats, from_columns, indices
+from warehouse.stores.local_export import CsvRows, documents, floats, from_columns, indices
 from warehouse.stores.local_query import arrow_kinds, to_mask
 from warehouse.stores.local_samples import (
     SampleCache,
@@ -232,6 +232,15 @@ class LocalStore:
         if found is not None:
             found.guard = self._guard
         return found
+
+    def run_documents(self, query: RunQuery) -> Iterator[dict[str, Any]]:
+        """The whole documents of the runs ``query`` asks for (its ``fields`` aside), parsed
+        a chunk at a time: ``warehouse query runs --format json`` in flat memory."""
+        with self._map_errors("query runs"):
+            table, rows = self._select(query)
+        if table is None or not len(rows):
+            return iter(())
+        return self._guard("query runs", documents(table, rows))
 
     def _select(self, query: RunQuery) -> tuple[pa.Table | None, np.ndarray]:
         """The catalog and the rows of the runs ``query`` asks for, in its order."""

@@ -6,7 +6,8 @@ column provably holds what the documents hold, it is read instead:
 
 - :func:`from_columns`: a projection (``over-time`` and ``best`` ask for a few fields);
 - :class:`CsvRows`: ``warehouse query runs --format csv``, the rows as CSV cells in chunks
-  of :data:`CHUNK` runs, never a dict per run, so memory stays flat however many runs go out.
+  of :data:`CHUNK` runs, never a dict per run, so memory stays flat however many runs go out;
+- :func:`documents`: ``--format json``, whole documents, parsed a chunk at a time.
 
 "Provably": a text field is a text column, a time a timestamp column (written back as the
 records write times, :func:`warehouse.values.iso_utc`), a metric or ``duration_s`` a float
@@ -185,6 +186,14 @@ class _Docs:
         return self._docs[i]
 
 
+def documents(table: pa.Table, rows: np.ndarray) -> Iterator[dict[str, Any]]:
+    """The run documents of ``rows``, in order, parsed a chunk of :data:`CHUNK` at a time."""
+    column = table.column(DOC)
+    for start in range(0, len(rows), CHUNK):
+        for text in column.take(indices(rows[start : start + CHUNK])).to_pylist():
+            yield json.loads(text)
+
+
 def _kind(name: str, typ: pa.DataType) -> str | None:
     """How a column stands for its field in the CSV (None: it cannot)."""
     if pa.types.is_null(typ):
@@ -269,4 +278,13 @@ def _metric_order(names: list[str]) -> list[str]:
     return sorted(names, key=lambda n: (n.split(".")[2], rank.get(n.split(".")[1], 3), n))
 
 
-__all__ = ["CHUNK", "RUN_TEXT", "RUN_TIMES", "CsvRows", "floats", "from_columns", "indices"]
+__all__ = [
+    "CHUNK",
+    "RUN_TEXT",
+    "RUN_TIMES",
+    "CsvRows",
+    "documents",
+    "floats",
+    "from_columns",
+    "indices",
+]
