@@ -22,6 +22,7 @@ from warehouse.models import Run
 from warehouse.stores import local_export
 from warehouse.stores.base import RunQuery
 from warehouse.stores.local import LocalStore
+from warehouse.stores.local_catalog import RunCatalog
 
 runner = CliRunner()
 
@@ -115,10 +116,12 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("chunk", [1, local_export.CHUNK])
 @pytest.mark.parametrize("args", CASES, ids=[" ".join(c) or "default" for c in CASES])
 def test_the_columns_give_the_documents_csv_byte_for_byte(
-    odd_world: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...]
+    odd_world: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], chunk: int
 ) -> None:
+    monkeypatch.setattr(local_export, "CHUNK", chunk)
     assert csv_of(*args) == from_documents(monkeypatch, *args)
 
 
@@ -203,14 +206,14 @@ def test_json_documents_read_a_chunk_at_a_time_equal_the_list_of_them(
 
 def test_json_documents_come_in_chunks(odd_world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local_export, "CHUNK", 2)
-    taken: list[int] = []
-    real = local_export.indices
+    read: list[int] = []
+    real = RunCatalog.texts
 
-    def counting(rows: Any) -> Any:
-        taken.append(len(rows))
-        return real(rows)
+    def counting(self: RunCatalog, column: Any, rows: Any) -> list[str]:
+        read.append(len(rows))
+        return real(self, column, rows)
 
-    monkeypatch.setattr(local_export, "indices", counting)
+    monkeypatch.setattr(RunCatalog, "texts", counting)
     result = runner.invoke(app, ["query", "runs", "--format", "json", "--limit", "0"])
     assert len(json.loads(result.stdout)) == 5
-    assert taken == [2, 2, 1]  # no take of every run's document at once
+    assert read == [2, 2, 1]  # no read of every run's document at once

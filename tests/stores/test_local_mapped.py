@@ -175,3 +175,25 @@ def test_runs_listing_is_skipped_while_runs_is_as_compaction_left_it(
     with LocalStore(home) as store:
         assert len(store.search_runs(RunQuery(limit=None))) == 5
     assert listings == [home / "runs"]
+
+
+def test_documents_read_from_the_file_equal_the_column(home: Path) -> None:
+    """Documents are read with pread at their offsets in runs.arrow (not through the
+    mapping); slices of the mapped table and journaled rows in memory read the same."""
+    import numpy as np
+
+    with LocalStore(home, compact_after=1000) as store:
+        store.write_runs([wide_doc(i, "e") for i in range(40)])
+        store.compact()
+        store.write_runs([{**wide_doc(i, "e"), "note": "again"} for i in (3, 17, 30)])
+    with LocalStore(home) as store:
+        table = store._catalog.table()
+        assert table is not None
+        column = table.column("_doc")
+        assert column.num_chunks > 2  # slices of the mapped table, then the journaled rows
+        rows = np.random.default_rng(7).permutation(table.num_rows)
+        assert store._catalog.texts(column, rows) == column.take(rows).to_pylist()
+        assert store._catalog._mapped is not None
+        held = [store._catalog._mapped.holds(c.buffers()[2]) for c in column.chunks]
+        assert any(held)
+        assert not all(held)

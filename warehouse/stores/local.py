@@ -52,7 +52,8 @@ from warehouse.stores.base import (
     StepRange,
 )
 from warehouse.stores.local_catalog import DOC, RunCatalog
-from warehouse.stores.local_export import CsvRows, documents, floats, from_columns, indices
+from warehouse.stores.local_docs import indices
+from warehouse.stores.local_export import CsvRows, documents, floats, from_columns
 from warehouse.stores.local_query import arrow_kinds, to_mask
 from warehouse.stores.local_samples import (
     SampleCache,
@@ -212,7 +213,7 @@ class LocalStore:
                 projected = from_columns(table, rows, query.fields)
                 if projected is not None:
                     return projected
-            texts = table.column(DOC).take(indices(rows)).to_pylist()
+            texts = self._catalog.texts(table.column(DOC), rows)
             docs = [json.loads(text) for text in texts]
         if query.fields is not None:
             return [project(doc, query.fields) for doc in docs]
@@ -228,7 +229,7 @@ class LocalStore:
         (:class:`~warehouse.stores.local_export.CsvRows`; None: ask :meth:`search_runs`)."""
         with self._map_errors("query runs"):
             table, rows = self._select(query)
-            found = CsvRows.plan(table, rows, first, shown_status)
+            found = CsvRows.plan(table, rows, first, shown_status, self._catalog.texts)
         if found is not None:
             found.guard = self._guard
         return found
@@ -240,7 +241,7 @@ class LocalStore:
             table, rows = self._select(query)
         if table is None or not len(rows):
             return iter(())
-        return self._guard("query runs", documents(table, rows))
+        return self._guard("query runs", documents(table, rows, self._catalog.texts))
 
     def _select(self, query: RunQuery) -> tuple[pa.Table | None, np.ndarray]:
         """The catalog and the rows of the runs ``query`` asks for, in its order."""
@@ -302,7 +303,7 @@ class LocalStore:
             )
             best = _best_per_group(sub, "descending" if query.direction == "max" else "ascending")
             winners, picks = sub.take(indices(best)), picks[best]
-            docs = table.column(DOC).take(indices(picks)).to_pylist()
+            docs = self._catalog.texts(table.column(DOC), picks)
             run_count = {name: int(n) for name, n in zip(names, counts.tolist(), strict=True)}
             return [
                 ExperimentBest(

@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 from warehouse.errors import WarehouseError
 from warehouse.files import fsync_path, write_all
 from warehouse.lazy import lazy_module
+from warehouse.stores.local_docs import MappedFile, texts
 from warehouse.stores.local_samples import read_parquet
 from warehouse.values import parse_time
 
@@ -113,6 +114,7 @@ class RunCatalog:
         self._delta: dict[str, dict[str, Any] | None] = {}
         self._unreadable: set[str] = set()  # run files found damaged at the last load
         self._listed: _StatKey = None  # stat of runs/ before the last listing of it
+        self._mapped: MappedFile | None = None  # runs.arrow, once mapped
 
     # writers ------------------------------------------------------------------------------
     def record(self, run_ids: Sequence[str]) -> None:
@@ -155,6 +157,11 @@ class RunCatalog:
                 self._load_locked()
                 self._key = self._stat_key()
             return self._table
+
+    def texts(self, column: pa.ChunkedArray, rows: np.ndarray) -> list[str]:
+        """``column`` (``_doc``) at ``rows``, read from the file, not through the mapping
+        (:mod:`~warehouse.stores.local_docs`)."""
+        return texts(column, rows, self._mapped)
 
     def _stat_key(self) -> _Key:
         return (_stat(self.path), _stat(self.journal), _stat(self.runs_dir))
@@ -352,12 +359,14 @@ class RunCatalog:
         """``runs.arrow`` memory-mapped (no byte of a column is read before it is used), or
         None when it is missing, damaged or of another generation than ``generation``."""
         try:
-            with pa.ipc.open_file(pa.memory_map(str(self.arrow_path), "r")) as reader:
+            mapped = MappedFile(self.arrow_path)
+            with pa.ipc.open_file(pa.BufferReader(mapped.buffer)) as reader:
                 meta = reader.schema.metadata or {}
                 if generation is None or meta.get(GENERATION) != generation:
                     return None
                 table = reader.read_all()
             table.validate()  # sizes and offsets of the buffers, not their values
+            self._mapped = mapped
         except FileNotFoundError:
             return None
         except (pa.ArrowException, OSError, ValueError) as exc:

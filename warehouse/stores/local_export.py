@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.lazy import lazy_module
 from warehouse.stores.local_catalog import DOC
+from warehouse.stores.local_docs import indices
 from warehouse.values import iso_utc
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ else:
     pc = lazy_module("pyarrow.compute")
 
 CHUNK = 8192  # runs per chunk of CSV rows
+Texts = Callable[["pa.ChunkedArray", "np.ndarray"], list[str]]  # RunCatalog.texts
 
 # Run fields a catalog column holds exactly as the run document does (every Run document
 # has them, null included), and the column type that proves it; metrics.<split>.<name> are
@@ -45,13 +47,6 @@ CHUNK = 8192  # runs per chunk of CSV rows
 RUN_TEXT = frozenset({"run_id", "experiment", "project", "user", "host", "status"})
 RUN_TIMES = frozenset({"started_at", "ended_at", "heartbeat_at"})
 _FLOATS = frozenset({"duration_s"})
-
-
-def indices(rows: np.ndarray) -> pa.Array:
-    """Row numbers as an Arrow int64 array, zero-copy (``pa.array`` of a numpy array would
-    make pyarrow import pandas to check whether it is a pandas object)."""
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
-    return pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(rows)])
 
 
 def floats(values: np.ndarray) -> pa.Array:
@@ -110,9 +105,10 @@ class CsvRows:
         rows: np.ndarray,
         columns: list[str],
         shown_status: Callable[[dict[str, Any]], Any],
+        texts: Texts,
     ) -> None:
         self.table, self.rows, self.columns = table, rows, columns
-        self._shown_status = shown_status
+        self._shown_status, self._texts = shown_status, texts
         self.guard: Callable[[str, Iterator[Any]], Iterator[Any]] = lambda _, items: items
 
     @classmethod
@@ -122,9 +118,10 @@ class CsvRows:
         rows: np.ndarray,
         first: Sequence[str],
         shown_status: Callable[[dict[str, Any]], Any],
+        texts: Texts,
     ) -> CsvRows | None:
         if table is None or not len(rows):
-            return cls(pa.table({}), np.zeros(0, np.int64), list(first), shown_status)
+            return cls(pa.table({}), np.zeros(0, np.int64), list(first), shown_status, texts)
         schema = table.schema
         for name in first:
             if name in schema.names and _kind(name, schema.field(name).type) is None:
@@ -139,8 +136,8 @@ class CsvRows:
             column = table.column(name)
             valid = 0 if pa.types.is_null(column.type) else len(rows) - _nulls(column, chosen)
             (shown if valid else unsure).append(name)
-        shown += _keys_of_some_run(table, chosen, unsure)
-        return cls(table, rows, [*first, *_metric_order(shown)], shown_status)
+        shown += _keys_of_some_run(table, rows, unsure, texts)
+        return cls(table, rows, [*first, *_metric_order(shown)], shown_status, texts)
 
     def chunks(self) -> Iterator[list[tuple[Any, ...]]]:
         """Lists of up to :data:`CHUNK` rows (store errors as the store raises them)."""
@@ -149,7 +146,7 @@ class CsvRows:
     def _chunks(self) -> Iterator[list[tuple[Any, ...]]]:
         for start in range(0, len(self.rows), CHUNK):
             part = indices(self.rows[start : start + CHUNK])
-            docs = _Docs(self.table, part)
+            docs = _Docs(self.table, self.rows[start : start + CHUNK], self._texts)
             cells = [self._cells(name, part, docs) for name in self.columns]
             yield list(zip(*cells, strict=True))
 
@@ -173,24 +170,23 @@ class CsvRows:
 
 
 class _Docs:
-    """The run documents of one chunk's rows, each read and parsed when first asked for
-    (a mapped catalog reads only those documents' pages)."""
+    """The run documents of one chunk's rows, each read and parsed when first asked for."""
 
-    def __init__(self, table: pa.Table, part: pa.Array) -> None:
-        self.column, self.part = table.column(DOC), part
+    def __init__(self, table: pa.Table, rows: np.ndarray, texts: Texts) -> None:
+        self.column, self.rows, self.texts = table.column(DOC), rows, texts
         self._docs: dict[int, dict[str, Any]] = {}
 
     def doc(self, i: int) -> dict[str, Any]:
         if i not in self._docs:
-            self._docs[i] = json.loads(self.column[self.part[i].as_py()].as_py())
+            self._docs[i] = json.loads(self.texts(self.column, self.rows[i : i + 1])[0])
         return self._docs[i]
 
 
-def documents(table: pa.Table, rows: np.ndarray) -> Iterator[dict[str, Any]]:
+def documents(table: pa.Table, rows: np.ndarray, texts: Texts) -> Iterator[dict[str, Any]]:
     """The run documents of ``rows``, in order, parsed a chunk of :data:`CHUNK` at a time."""
     column = table.column(DOC)
     for start in range(0, len(rows), CHUNK):
-        for text in column.take(indices(rows[start : start + CHUNK])).to_pylist():
+        for text in texts(column, rows[start : start + CHUNK]):
             yield json.loads(text)
 
 
@@ -249,27 +245,30 @@ def _float_cells(name: str, column: pa.ChunkedArray, docs: _Docs) -> list[Any]:
     return out
 
 
-def _keys_of_some_run(table: pa.Table, chosen: pa.Array, names: list[str]) -> list[str]:
+def _keys_of_some_run(
+    table: pa.Table, rows: np.ndarray, names: list[str], texts: Texts
+) -> list[str]:
     """Those of ``names`` (metric columns no chosen run has a value of) that are keys of
-    some chosen run's ``metrics`` all the same (a non-finite value: an empty cell)."""
-    if not names:
-        return []
-    texts = table.column(DOC).take(chosen)
-    found: list[str] = []
-    for name in names:
-        leaf = json.dumps(name.rsplit(".", 1)[-1], ensure_ascii=False)
-        hits = np.flatnonzero(pc.fill_null(pc.match_substring(texts, leaf), False).to_numpy())
-        for i in hits.tolist():
-            metrics = json.loads(texts[i].as_py()).get("metrics")
-            if isinstance(metrics, dict) and name in {
-                f"metrics.{split}.{key}"
-                for split, values in metrics.items()
-                if isinstance(values, dict)
-                for key in values
-            }:
-                found.append(name)
+    some chosen run's ``metrics`` all the same (a non-finite value: an empty cell). Only
+    documents holding a name's last part as a JSON string are parsed, a chunk at a time."""
+    left = dict.fromkeys(names)
+    column = table.column(DOC)
+    for start in range(0, len(rows), CHUNK):
+        if not left:
+            break
+        chunk = texts(column, rows[start : start + CHUNK])
+        leaves = {json.dumps(n.rsplit(".", 1)[-1], ensure_ascii=False) for n in left}
+        for text in chunk:
+            if not any(leaf in text for leaf in leaves):
+                continue
+            metrics = json.loads(text).get("metrics")
+            if isinstance(metrics, dict):
+                for split, values in metrics.items():
+                    for key in values if isinstance(values, dict) else ():
+                        left.pop(f"metrics.{split}.{key}", "")
+            if not left:
                 break
-    return found
+    return [n for n in names if n not in left]
 
 
 def _metric_order(names: list[str]) -> list[str]:
