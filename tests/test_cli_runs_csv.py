@@ -98,6 +98,10 @@ def csv_of(*args: str) -> str:
     return result.stdout
 
 
+def said(*args: str) -> str:
+    return runner.invoke(app, ["query", "runs", "--format", "csv", *args]).stderr
+
+
 def from_documents(monkeypatch: pytest.MonkeyPatch, *args: str) -> str:
     with monkeypatch.context() as patch:
         patch.setattr(LocalStore, "csv_rows", lambda *_, **__: None)
@@ -106,6 +110,7 @@ def from_documents(monkeypatch: pytest.MonkeyPatch, *args: str) -> str:
 
 CASES = [
     ("--limit", "0"),
+    ("--limit", "2"),
     (),
     ("-q", "experiment:a", "--limit", "0"),
     ("-q", "experiment:b OR experiment:c", "-s", "metrics.val.acc"),
@@ -123,6 +128,10 @@ def test_the_columns_give_the_documents_csv_byte_for_byte(
 ) -> None:
     monkeypatch.setattr(local_export, "CHUNK", chunk)
     assert csv_of(*args) == from_documents(monkeypatch, *args)
+    with monkeypatch.context() as patch:
+        patch.setattr(LocalStore, "csv_rows", lambda *_, **__: None)
+        expected = said(*args)
+    assert said(*args) == expected
 
 
 def test_the_odd_cells_are_as_the_documents_hold_them(odd_world: Path) -> None:

@@ -14,7 +14,7 @@ the views of given runs (``show``, ``compare``, ``steps``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -240,17 +240,21 @@ def runs(
     csv_default = fmt is Format.csv and wanted is None
     fields = None if whole_docs else (wanted or (*RUN_TABLE_FIELDS, "metrics", "primary_metric"))
     most = limit_or(limit, 100)
+
+    def say_if_cut(shown: int) -> None:
+        if most is not None and shown == most and limit is None:
+            info(f"showing the first {most} runs; --limit N shows more (0 = all)")
+
     with open_store(settings) as store:
         if csv_default:
-            streamed = _csv_from_columns(store, filter, sort or (), most)
+            streamed = _csv_from_columns(store, filter, sort or (), most, say_if_cut)
         elif whole_docs:
-            streamed = _json_documents(store, filter, sort or (), most)
+            streamed = _json_documents(store, filter, sort or (), most, say_if_cut)
         else:
             streamed = None
         docs = [] if streamed is not None else views.runs(store, filter, sort or (), most, fields)
-    shown = len(docs) if streamed is None else streamed
-    if most is not None and shown == most and limit is None:
-        info(f"showing the first {most} runs; --limit N shows more (0 = all)")
+    if streamed is None:
+        say_if_cut(len(docs))
     if streamed is not None:
         count = streamed
     elif whole_docs:
@@ -282,7 +286,11 @@ def runs(
 
 
 def _csv_from_columns(
-    store: Any, filter: str | None, sort: Sequence[str], most: int | None
+    store: Any,
+    filter: str | None,
+    sort: Sequence[str],
+    most: int | None,
+    before: Callable[[int], None],
 ) -> int | None:
     """The default CSV of ``runs`` written from a store's columns, a chunk of runs at a time
     (the local store: ``LocalStore.csv_rows``); the rows written, or None (nothing written)
@@ -306,6 +314,7 @@ def _csv_from_columns(
     plan = export(query, RUN_TABLE_FIELDS, lambda doc: shown_status(project(doc, seen), now))
     if plan is None:
         return None
+    before(len(plan.rows))
     count = 0
     try:
         writer = csv.writer(sys.stdout, lineterminator="\n")
@@ -320,7 +329,11 @@ def _csv_from_columns(
 
 
 def _json_documents(
-    store: Any, filter: str | None, sort: Sequence[str], most: int | None
+    store: Any,
+    filter: str | None,
+    sort: Sequence[str],
+    most: int | None,
+    before: Callable[[int], None],
 ) -> int | None:
     """``runs --format json`` (whole documents) written as a store reads them, a chunk at a
     time (the local store: ``LocalStore.run_documents``); the rows written, or None when
@@ -336,7 +349,8 @@ def _json_documents(
 
     now = datetime.now(UTC)
     query = RunQuery(filter=lost_aware(filter), sort=tuple(map(parse_sort, sort)), limit=most)
-    docs = read(query)
+    count, docs = read(query)
+    before(count)
     return render_rows((with_shown_status([doc], now)[0] for doc in docs), Format.json)
 
 

@@ -234,14 +234,15 @@ class LocalStore:
             found.guard = self._guard
         return found
 
-    def run_documents(self, query: RunQuery) -> Iterator[dict[str, Any]]:
-        """The whole documents of the runs ``query`` asks for (its ``fields`` aside), parsed
-        a chunk at a time: ``warehouse query runs --format json`` in flat memory."""
+    def run_documents(self, query: RunQuery) -> tuple[int, Iterator[dict[str, Any]]]:
+        """How many runs ``query`` asks for and their whole documents (its ``fields``
+        aside), parsed a chunk at a time: ``warehouse query runs --format json`` in flat
+        memory."""
         with self._map_errors("query runs"):
             table, rows = self._select(query)
         if table is None or not len(rows):
-            return iter(())
-        return self._guard("query runs", documents(table, rows, self._catalog.texts))
+            return 0, iter(())
+        return len(rows), self._guard("query runs", documents(table, rows, self._catalog.texts))
 
     def _select(self, query: RunQuery) -> tuple[pa.Table | None, np.ndarray]:
         """The catalog and the rows of the runs ``query`` asks for, in its order."""
