@@ -39,7 +39,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CACHE = HERE / ".cache"
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(ROOT)]  # this checkout's warehouse, in process as in children
 
 METRIC = "metrics.val.acc"
 RUNS_FILTER = "experiment:vit-01 AND metrics.val.acc:>=0.7"

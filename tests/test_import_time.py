@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -155,3 +156,35 @@ def test_watch_parses_its_options_without_loading_the_other_commands() -> None:
         check=False,
     )
     assert "warehouse.cli.query" in json.loads(full.stdout.strip().splitlines()[-1])
+
+
+_QUERY = """
+    import os
+    os.environ["WAREHOUSE_HOME"] = {home!r}
+    sys.argv = ["warehouse", "query", *{argv!r}]
+    from warehouse.cli import main
+    main()
+"""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["leaderboard", "--format", "json"], id="leaderboard"),
+        pytest.param(["runs", "--format", "csv", "--limit", "0"], id="runs-csv"),
+        pytest.param(["runs", "-q", "experiment:e1", "-s", "metrics.val.acc"], id="runs"),
+    ],
+)
+def test_a_query_loads_arrow_but_not_pandas(tmp_path: Path, argv: list[str]) -> None:
+    """pyarrow imports pandas (~0.2 s) on its first conversion of a Python value, only to
+    check whether it is a pandas object: a query command refuses it (warehouse.lazy)."""
+    from warehouse.models import Run
+    from warehouse.stores.local import LocalStore
+
+    runs = [Run(experiment=f"e{i % 2}", metrics={"val": {"acc": i / 10}}) for i in range(6)]
+    with LocalStore(tmp_path) as store:
+        store.write_runs([r.to_doc() for r in runs])
+        store.compact()
+    loaded = loaded_after(_QUERY.format(home=str(tmp_path), argv=argv).strip("\n").lstrip())
+    assert "pyarrow" in loaded
+    assert "pandas" not in loaded

@@ -15,11 +15,20 @@ Type checkers see the real module. At run time the first attribute read (``pa.ta
 imports the module and caches the attribute on the proxy, so later reads are one dict
 lookup, as with a module. ``tests/test_import_time.py`` checks that recording a run
 imports neither library.
+
+pyarrow imports pandas (~0.2 s and ~35 MiB) the first time it converts a Python or numpy
+value (``pa.scalar``, ``pc.equal(column, "x")``, ``to_numpy``), only to check whether the
+value is a pandas object: :func:`without_pandas` tells it, for the length of a ``warehouse
+query`` command, that there is no pandas (in a process that has not imported pandas, no
+value can be one).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -49,3 +58,27 @@ class LazyModule:
 def lazy_module(name: str) -> Any:
     """A stand-in for ``import name`` that imports on the first attribute read."""
     return LazyModule(name)
+
+
+class _NoPandas:
+    """A meta path finder refusing pandas (see :func:`without_pandas`)."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError(f"{name} is not imported while a warehouse query runs")
+
+
+@contextmanager
+def without_pandas() -> Iterator[None]:
+    """Within: ``import pandas`` fails, unless pandas was imported before (then nothing
+    changes). pyarrow then takes it that pandas is missing; after, pyarrow imports pandas
+    again on the first call that needs it (``Table.to_pandas``)."""
+    if "pandas" in sys.modules:
+        yield
+        return
+    finder = _NoPandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)

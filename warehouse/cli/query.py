@@ -14,7 +14,7 @@ the views of given runs (``show``, ``compare``, ``steps``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -93,6 +93,14 @@ query_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+@query_app.callback()
+def _no_pandas(ctx: typer.Context) -> None:
+    # pyarrow would import pandas (~0.2 s) only to ask whether a value is a pandas object
+    from warehouse.lazy import without_pandas
+
+    ctx.with_resource(without_pandas())
 
 
 def register(app: typer.Typer) -> None:
@@ -229,13 +237,27 @@ def runs(
     settings = load_settings(primary_metric=metric, direction=direction)
     wanted = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     whole_docs = fmt is Format.json and wanted is None
+    csv_default = fmt is Format.csv and wanted is None
     fields = None if whole_docs else (wanted or (*RUN_TABLE_FIELDS, "metrics", "primary_metric"))
     most = limit_or(limit, 100)
+
+    def say_if_cut(shown: int) -> None:
+        if most is not None and shown == most and limit is None:
+            info(f"showing the first {most} runs; --limit N shows more (0 = all)")
+
     with open_store(settings) as store:
-        docs = views.runs(store, filter, sort or (), most, fields)
-    if most is not None and len(docs) == most and limit is None:
-        info(f"showing the first {most} runs; --limit N shows more (0 = all)")
-    if whole_docs:
+        if csv_default:
+            streamed = _csv_from_columns(store, filter, sort or (), most, say_if_cut)
+        elif whole_docs:
+            streamed = _json_documents(store, filter, sort or (), most, say_if_cut)
+        else:
+            streamed = None
+        docs = [] if streamed is not None else views.runs(store, filter, sort or (), most, fields)
+    if streamed is None:
+        say_if_cut(len(docs))
+    if streamed is not None:
+        count = streamed
+    elif whole_docs:
         count = render_rows(docs, fmt)
     else:
         primary = None
@@ -261,6 +283,75 @@ def runs(
             more="--columns picks them, --format json shows whole runs",
         )
     finish(count, fail_empty, "runs match", settings, filter)
+
+
+def _csv_from_columns(
+    store: Any,
+    filter: str | None,
+    sort: Sequence[str],
+    most: int | None,
+    before: Callable[[int], None],
+) -> int | None:
+    """The default CSV of ``runs`` written from a store's columns, a chunk of runs at a time
+    (the local store: ``LocalStore.csv_rows``); the rows written, or None (nothing written)
+    when the store cannot, and the run documents are read instead."""
+    export = getattr(store, "csv_rows", None)
+    if export is None:
+        return None
+    import csv
+    import sys
+    from datetime import UTC, datetime
+
+    from warehouse.docpath import project
+    from warehouse.output import OutputClosed
+    from warehouse.query.lookup import parse_sort
+    from warehouse.query.status import STATUS_FIELDS, lost_aware, shown_status
+    from warehouse.stores.base import RunQuery
+
+    now = datetime.now(UTC)
+    seen = (*RUN_TABLE_FIELDS, "metrics", "primary_metric", *STATUS_FIELDS)  # as views.runs
+    query = RunQuery(filter=lost_aware(filter), sort=tuple(map(parse_sort, sort)), limit=most)
+    plan = export(query, RUN_TABLE_FIELDS, lambda doc: shown_status(project(doc, seen), now))
+    if plan is None:
+        return None
+    before(len(plan.rows))
+    count = 0
+    try:
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(plan.columns)
+        for rows in plan.chunks():
+            writer.writerows(rows)
+            count += len(rows)
+        sys.stdout.flush()
+    except BrokenPipeError as exc:
+        raise OutputClosed from exc
+    return count
+
+
+def _json_documents(
+    store: Any,
+    filter: str | None,
+    sort: Sequence[str],
+    most: int | None,
+    before: Callable[[int], None],
+) -> int | None:
+    """``runs --format json`` (whole documents) written as a store reads them, a chunk at a
+    time (the local store: ``LocalStore.run_documents``); the rows written, or None when
+    the store cannot (then views.runs reads them all first)."""
+    read = getattr(store, "run_documents", None)
+    if read is None:
+        return None
+    from datetime import UTC, datetime
+
+    from warehouse.query.lookup import parse_sort
+    from warehouse.query.status import lost_aware, with_shown_status
+    from warehouse.stores.base import RunQuery
+
+    now = datetime.now(UTC)
+    query = RunQuery(filter=lost_aware(filter), sort=tuple(map(parse_sort, sort)), limit=most)
+    count, docs = read(query)
+    before(count)
+    return render_rows((with_shown_status([doc], now)[0] for doc in docs), Format.json)
 
 
 def _primary_path(

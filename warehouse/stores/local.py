@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -52,6 +52,8 @@ from warehouse.stores.base import (
     StepRange,
 )
 from warehouse.stores.local_catalog import DOC, RunCatalog
+from warehouse.stores.local_docs import indices
+from warehouse.stores.local_export import CsvRows, documents, floats, from_columns
 from warehouse.stores.local_query import arrow_kinds, to_mask
 from warehouse.stores.local_samples import (
     SampleCache,
@@ -207,31 +209,63 @@ class LocalStore:
 
     # run queries --------------------------------------------------------------------------
     def search_runs(self, query: RunQuery) -> list[dict[str, Any]]:
-        node = lucene.parse(query.filter)
-        limit = query.limit
         with self._map_errors("query runs"):
-            table = self._catalog.table()
-            if table is None or table.num_rows == 0:
+            table, rows = self._select(query)
+            if table is None or not len(rows):
                 return []
-            kinds = arrow_kinds(table.schema)
-            rows = self._matching(node, table)
-            keys = _sort_keys(query, kinds)
-            if len(rows) > 1 and keys:
-                sub = pa.table(
-                    {f"k{i}": table.column(f).take(rows) for i, (f, _) in enumerate(keys)}
-                )
-                spec = [(f"k{i}", order, "at_end") for i, (_, order) in enumerate(keys)]
-                rows = rows[pc.sort_indices(sub, spec).to_numpy()]
-            if limit is not None:
-                rows = rows[:limit]
             if query.fields is not None:
-                projected = _from_columns(table, rows, query.fields)
+                projected = from_columns(table, rows, query.fields)
                 if projected is not None:
                     return projected
-            docs = [json.loads(text) for text in table.column(DOC).take(rows).to_pylist()]
+            texts = self._catalog.texts(table.column(DOC), rows)
+            docs = [json.loads(text) for text in texts]
         if query.fields is not None:
             return [project(doc, query.fields) for doc in docs]
         return docs
+
+    def csv_rows(
+        self,
+        query: RunQuery,
+        first: Sequence[str],
+        shown_status: Callable[[dict[str, Any]], Any],
+    ) -> CsvRows | None:
+        """``warehouse query runs --format csv`` read from the catalog's columns, in chunks
+        (:class:`~warehouse.stores.local_export.CsvRows`; None: ask :meth:`search_runs`)."""
+        with self._map_errors("query runs"):
+            table, rows = self._select(query)
+            found = CsvRows.plan(table, rows, first, shown_status, self._catalog.texts)
+        if found is not None:
+            found.guard = self._guard
+        return found
+
+    def run_documents(self, query: RunQuery) -> tuple[int, Iterator[dict[str, Any]]]:
+        """How many runs ``query`` asks for and their whole documents (its ``fields``
+        aside), parsed a chunk at a time: ``warehouse query runs --format json`` in flat
+        memory."""
+        with self._map_errors("query runs"):
+            table, rows = self._select(query)
+        if table is None or not len(rows):
+            return 0, iter(())
+        return len(rows), self._guard("query runs", documents(table, rows, self._catalog.texts))
+
+    def _select(self, query: RunQuery) -> tuple[pa.Table | None, np.ndarray]:
+        """The catalog and the rows of the runs ``query`` asks for, in its order."""
+        node = lucene.parse(query.filter)
+        table = self._catalog.table()
+        if table is None or table.num_rows == 0:
+            return table, np.zeros(0, dtype=np.int64)
+        rows = self._matching(node, table)
+        keys = _sort_keys(query, arrow_kinds(table.schema))
+        if len(rows) > 1 and keys:
+            every = node == lucene.MATCH_ALL
+            sub = pa.table(
+                {f"k{i}": _rows_of(table.column(f), rows, every) for i, (f, _) in enumerate(keys)}
+            )
+            spec = [(f"k{i}", order, "at_end") for i, (_, order) in enumerate(keys)]
+            rows = rows[pc.sort_indices(sub, spec).to_numpy(zero_copy_only=False)]
+        if query.limit is not None:
+            rows = rows[: query.limit]
+        return table, rows
 
     def best_per_experiment(self, query: RankQuery) -> list[ExperimentBest]:
         metric = query.metric
@@ -244,30 +278,38 @@ class LocalStore:
             rows = self._matching(node, table)
             if kind == lucene.EMPTY or not len(rows):
                 return []
-            experiments = table.column("experiment").take(rows)
-            counts = pc.value_counts(experiments)
-            run_count = dict(
-                zip(
-                    counts.field("values").to_pylist(),
-                    counts.field("counts").to_pylist(),
-                    strict=True,
-                )
-            )
-            values = table.column(metric).take(rows).to_numpy(zero_copy_only=False)
+            every = node == lucene.MATCH_ALL  # rows is 0..n-1: no column is copied by take
+            experiments = _rows_of(table.column("experiment"), rows, every).combine_chunks()
+            coded = experiments.dictionary_encode()
+            if coded.null_count:  # no run is stored without an experiment; be safe anyway
+                coded = pc.fill_null(experiments, "").dictionary_encode()
+            codes = coded.indices.to_numpy(zero_copy_only=False)
+            names = coded.dictionary.to_pylist()
+            counts = np.bincount(codes, minlength=len(names))
+            values = _rows_of(table.column(metric), rows, every).to_numpy(zero_copy_only=False)
             scored = np.flatnonzero(np.isfinite(values))
             if not scored.size:
                 return []
+            # each experiment's best score in one pass; its runs with that score are the
+            # candidates, and only those few are sorted for the ties
+            top = np.full(len(names), -np.inf if query.direction == "max" else np.inf)
+            (np.maximum if query.direction == "max" else np.minimum).at(
+                top, codes[scored], values[scored]
+            )
+            candidates = scored[values[scored] == top[codes[scored]]]
+            picks = rows[candidates]
             sub = pa.table(
                 {
-                    "e": experiments.take(scored),
-                    "v": values[scored],
-                    "t": _column_or_nulls(table, "ended_at").take(rows[scored]),
-                    "r": table.column("run_id").take(rows[scored]),
+                    "e": experiments.take(indices(candidates)),
+                    "v": floats(values[candidates]),
+                    "t": _column_or_nulls(table, "ended_at").take(indices(picks)),
+                    "r": table.column("run_id").take(indices(picks)),
                 }
             )
             best = _best_per_group(sub, "descending" if query.direction == "max" else "ascending")
-            winners, picks = sub.take(best), rows[scored][best]
-            docs = table.column(DOC).take(picks).to_pylist()
+            winners, picks = sub.take(indices(best)), picks[best]
+            docs = self._catalog.texts(table.column(DOC), picks)
+            run_count = {name: int(n) for name, n in zip(names, counts.tolist(), strict=True)}
             return [
                 ExperimentBest(
                     experiment=e, score=float(v), run=json.loads(d), run_count=run_count[e]
@@ -287,7 +329,7 @@ class LocalStore:
             if table is None or table.num_rows == 0 or query.field not in table.schema.names:
                 return {}
             rows = self._matching(node, table)
-            column = table.column(query.field).take(rows)
+            column = _rows_of(table.column(query.field), rows, node == lucene.MATCH_ALL)
             if pa.types.is_list(column.type):
                 column = pc.list_flatten(column)
             counts = pc.value_counts(column.drop_null())
@@ -502,55 +544,18 @@ def _best_per_group(sub: pa.Table, order: str) -> np.ndarray:
     experiment's best, best first; ties go to the earlier end, then the smaller run id."""
     ties = [("v", order, "at_end"), ("t", "ascending", "at_end"), ("r", "ascending", "at_end")]
     ranked = pc.sort_indices(sub, [("e", "ascending", "at_end"), *ties]).to_numpy()
-    names = sub.column("e").take(ranked).to_numpy(zero_copy_only=False)
+    names = sub.column("e").take(indices(ranked)).to_numpy(zero_copy_only=False)
     firsts = ranked[np.flatnonzero(np.r_[True, names[1:] != names[:-1]])]
     best: np.ndarray = firsts[pc.sort_indices(sub.take(firsts), ties).to_numpy()]
     return best
+
+
+def _rows_of(column: pa.ChunkedArray, rows: np.ndarray, every: bool) -> pa.ChunkedArray:
+    """``column`` at ``rows``; the column itself when ``rows`` are all of them, in order."""
+    return column if every else column.take(indices(rows))
 
 
 def _column_or_nulls(table: pa.Table, name: str) -> pa.ChunkedArray:
     if name in table.schema.names:
         return table.column(name)
     return pa.chunked_array([pa.nulls(table.num_rows, pa.timestamp("us", tz="UTC"))])
-
-
-# Run fields a catalog column holds exactly as the run document does (every Run document
-# has them, null included), and the column type that proves it; metrics.<split>.<name> are
-# finite floats in both (non-finite values are listed in invalid_metrics instead).
-_RUN_TEXT = frozenset({"run_id", "experiment", "project", "user", "host", "status"})
-_RUN_TIMES = frozenset({"started_at", "ended_at", "heartbeat_at"})
-
-
-def _from_columns(
-    table: pa.Table, rows: np.ndarray, fields: Sequence[str]
-) -> list[dict[str, Any]] | None:
-    """The projection of ``rows`` read from the catalog's columns, without parsing a run
-    document (10k runs: ~20 ms instead of ~450 ms); None when a field needs the documents."""
-    picked: list[tuple[list[str], bool, list[Any]]] = []  # (keys, keep nulls, values)
-    for field in dict.fromkeys(fields):
-        if field not in table.schema.names:
-            return None
-        typ = table.schema.field(field).type
-        column = table.column(field).take(rows)
-        if pa.types.is_null(typ) and (field in _RUN_TEXT or field in _RUN_TIMES):
-            picked.append(([field], True, [None] * len(rows)))
-        elif field in _RUN_TEXT and pa.types.is_string(typ):
-            picked.append(([field], True, column.to_pylist()))
-        elif field in _RUN_TIMES and pa.types.is_timestamp(typ):
-            picked.append(
-                ([field], True, [None if v is None else iso_utc(v) for v in column.to_pylist()])
-            )
-        elif field.startswith("metrics.") and field.count(".") == 2 and typ == pa.float64():
-            picked.append((field.split("."), False, column.to_pylist()))
-        else:
-            return None
-    docs: list[dict[str, Any]] = [{} for _ in range(len(rows))]
-    for keys, keep_nulls, values in picked:
-        for doc, value in zip(docs, values, strict=True):
-            if value is None and not keep_nulls:
-                continue
-            node = doc
-            for key in keys[:-1]:
-                node = node.setdefault(key, {})
-            node[keys[-1]] = value
-    return docs
