@@ -203,3 +203,37 @@ def test_the_gate_fails_on_a_slice_the_overall_score_hides(store: Store) -> None
 
     binned = evidence.slice_checks(store, run, reference, METRIC, "size:bins=4", min_n=100)
     assert sum(s.comparison.n for s in binned) == len(ids)
+
+
+def test_the_leaderboard_reads_each_best_run_once_and_holds_two_at_most(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory of a leaderboard's evidence stays flat in its length: a run's samples are
+    read once and let go after its second comparison (issue 16: memory at 100k runs)."""
+    from warehouse.query import views
+
+    rng = np.random.default_rng(3)
+    ids = [f"s{i}" for i in range(200)]
+    for n in range(6):
+        correct = {s: bool(rng.random() < 0.5 + n * 0.05) for s in ids}
+        record(store, f"run-{n}", f"exp-{n}", correct, n)
+    reads: list[str] = []
+    held: list[int] = []
+    real_table, real_compare = evidence.sample_table, evidence._compare
+
+    def counting_table(st: Store, run_id: str, *args: object) -> object:
+        reads.append(run_id)
+        return real_table(st, run_id, *args)  # type: ignore[arg-type]
+
+    def watching(*args: object) -> object:
+        result = real_compare(*args)  # type: ignore[arg-type]
+        held.append(len(args[-1]))  # type: ignore[arg-type]
+        return result
+
+    monkeypatch.setattr(evidence, "sample_table", counting_table)
+    monkeypatch.setattr(evidence, "_compare", watching)
+    rows = views.leaderboard(store, "val.acc", evidence=True)
+    assert len(rows) == 6
+    assert sorted(reads) == sorted(f"run-{n}" for n in range(6))  # each once
+    assert len(held) == 5
+    assert max(held) <= 2

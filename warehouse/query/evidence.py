@@ -428,7 +428,7 @@ def with_evidence(
     """Leaderboard rows with each best run's interval and a paired comparison with the next
     row's best run (``vs_next_*``: next minus this one, on their shared samples). Each run's
     samples are read once, though most runs are compared twice (with the row above and the
-    row below)."""
+    row below), and dropped once its second comparison is done."""
     tables: dict[str, pa.Table | None] = {}
     out = []
     for i, (row, run) in enumerate(zip(rows, runs, strict=True)):
@@ -441,6 +441,7 @@ def with_evidence(
         }
         if i + 1 < len(runs):
             compared = _compare(store, run, runs[i + 1], metric, tables)
+            tables.pop(str(run["run_id"]), None)  # done with: at most two tables held
             if compared is not None:
                 extra.update(
                     vs_next_diff=compared.diff,
