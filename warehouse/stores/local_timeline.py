@@ -80,7 +80,7 @@ def timeline_of(table: pa.Table, rows: np.ndarray, metric: str) -> Timeline:
     ended = pc.binary_join_element_wise(stamp, tail, "Z", "")
     return Timeline(
         ended_at=ended.to_pylist(),
-        run_id=[str(r) for r in table.column("run_id").take(take).to_pylist()],
+        run_id=table.column("run_id").take(take).to_pylist(),
         experiment=table.column("experiment").take(take).to_pylist(),
         score=table.column(metric).take(take).to_numpy(zero_copy_only=False).tolist(),
     )
