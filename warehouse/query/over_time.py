@@ -57,10 +57,12 @@ def over_time(
     period's best run, best_so_far and best_run_id at the period's end, is_new_best.
     ``limit`` keeps the latest points.
 
-    Only the per-run answer without a ``limit`` reads every run (it lists them). Otherwise
-    the records are chased (:func:`_records`: one one-run question per new best), the latest
-    ``limit`` runs read in one question, and each period asked for its best run and its
-    count: the cost follows the records and the points, never the number of runs.
+    Only the per-run answer without a ``limit`` reads every run (it lists them, columns from
+    one :meth:`Store.timeline` question). Otherwise the records come from
+    :meth:`Store.timeline` (local: a running best over the catalog's columns in numpy;
+    Elasticsearch: one one-run search per new best), the latest ``limit`` runs are read in
+    one question, and each period is asked for its best run and its count: in Python, the
+    cost follows the records and the points, never the number of runs.
     """
     m = resolve_metric(metric, direction)
     if interval is not None and interval not in INTERVALS:
