@@ -147,3 +147,42 @@ def test_the_records_cost_follows_the_records_not_the_runs(
         assert counts == [5, 5]
     else:
         assert counts[0] == counts[1] > 0
+
+
+@pytest.mark.parametrize("sort_below", [0, 5, 2048])
+@pytest.mark.parametrize("rounds", [1, 3, 64])
+@pytest.mark.parametrize("higher", [True, False])
+def test_local_records_equal_a_plain_running_best(
+    sort_below: int, rounds: int, higher: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Peeling records from the end (then sorting the few runs left) gives exactly the
+    records of a plain walk in (end, run id) order, ties in time and in score included."""
+    import random
+
+    import numpy as np
+    import pyarrow as pa
+
+    from warehouse.stores import local_timeline
+
+    monkeypatch.setattr(local_timeline, "_SORT_BELOW", sort_below)
+    monkeypatch.setattr(local_timeline, "_PEEL_ROUNDS", rounds)
+    rng = random.Random(sort_below * 100 + rounds * 2 + higher)
+    for n in (1, 2, 7, 40, 300):
+        times = np.array([rng.randrange(12) for _ in range(n)], dtype=np.int64)
+        scores = np.array([rng.randrange(6) / 5 for _ in range(n)])
+        names = [f"r{rng.randrange(10_000):05d}-{i}" for i in range(n)]
+        run_ids = pa.chunked_array([pa.array(names)])
+
+        def ids(at: np.ndarray, run_ids: pa.ChunkedArray = run_ids) -> pa.ChunkedArray:
+            return run_ids.take(pa.array(at, pa.int64()))
+
+        walk = sorted(range(n), key=lambda i: (times[i], names[i]))
+        expected, best = [], None
+        for i in walk:
+            if best is None or (scores[i] > best if higher else scores[i] < best):
+                expected.append(i)
+                best = scores[i]
+        found = local_timeline._records(times, scores, ids, higher)
+        assert found.tolist() == expected
+        order = local_timeline._in_order(times, np.arange(n), ids)
+        assert order.tolist() == walk

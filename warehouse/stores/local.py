@@ -333,8 +333,8 @@ class LocalStore:
                 return Timeline()
             if lucene.check_metric(query.metric, arrow_kinds(table.schema)) == lucene.EMPTY:
                 return Timeline()
-            every = node == lucene.MATCH_ALL
-            rows = timeline_rows(table, self._matching(node, table), every, query)
+            some = None if node == lucene.MATCH_ALL else self._matching(node, table)
+            rows = timeline_rows(table, some, query)
             return timeline_of(table, rows, query.metric)
 
     def count_by(self, query: CountQuery) -> dict[str, int]:
