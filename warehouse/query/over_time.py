@@ -7,15 +7,16 @@ Split out of :mod:`warehouse.query.views`, which re-exports the public names her
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
 from warehouse.docpath import get_path
 from warehouse.errors import ConfigurationError, QuerySyntaxError
 from warehouse.models import Metric, resolve_metric
-from warehouse.query.lookup import _search, and_filters, finite, quote
-from warehouse.stores.base import CountQuery, Order, RunQuery, Store
+from warehouse.query.lookup import _search, and_filters, finite
+from warehouse.query.status import lost_aware
+from warehouse.stores.base import CountQuery, Order, RunQuery, Store, TimelineQuery
 from warehouse.values import parse_time
 
 Interval = Literal["day", "week", "month"]
@@ -56,10 +57,12 @@ def over_time(
     period's best run, best_so_far and best_run_id at the period's end, is_new_best.
     ``limit`` keeps the latest points.
 
-    Only the per-run answer without a ``limit`` reads every run (it lists them). Otherwise
-    the records are chased (:func:`_records`: one one-run question per new best), the latest
-    ``limit`` runs read in one question, and each period asked for its best run and its
-    count: the cost follows the records and the points, never the number of runs.
+    Only the per-run answer without a ``limit`` reads every run (it lists them, columns from
+    one :meth:`Store.timeline` question). Otherwise the records come from
+    :meth:`Store.timeline` (local: a running best over the catalog's columns in numpy;
+    Elasticsearch: one one-run search per new best), the latest ``limit`` runs are read in
+    one question, and each period is asked for its best run and its count: in Python, the
+    cost follows the records and the points, never the number of runs.
     """
     m = resolve_metric(metric, direction)
     if interval is not None and interval not in INTERVALS:
@@ -67,21 +70,28 @@ def over_time(
     scoped = and_filters(filter, f"_exists_:{m.path}", "_exists_:ended_at")
     try:
         if interval is not None:
-            return _over_time_by(store, m, scoped, interval, limit)
+            return _over_time_by(store, m, scoped, filter, interval, limit)
         if not every_run:
-            records = [(t, str(d.get("run_id")), d, v) for t, d, v in _records(store, m, scoped)]
-            points = _running_best(records, m)
+            points = _running_best(_timeline(store, m, filter, records_only=True), m)
             return points[-limit:] if limit else points
         if limit:
-            return _over_time_latest(store, m, scoped, limit)
-        docs = _scored_runs(store, m, scoped, "asc", None)
+            return _over_time_latest(store, m, scoped, filter, limit)
+        return _running_best(_timeline(store, m, filter, records_only=False), m)
     except QuerySyntaxError as exc:
         if getattr(exc, "field", None) == m.path:
             return []  # no run has a value of the metric yet
         raise
-    scored = [(t, str(d.get("run_id")), d, v) for t, d, v in docs]
-    scored.sort(key=lambda item: (item[0], item[1]))
-    return _running_best(scored, m)
+
+
+def _timeline(
+    store: Store, m: Metric, filter: str | None, *, records_only: bool
+) -> Iterator[tuple[str, str, str | None, float]]:
+    """(ended_at, run_id, experiment, score) of the scored runs (or the records) by end
+    time: one :meth:`Store.timeline` question."""
+    found = store.timeline(
+        TimelineQuery(m.path, m.direction, lost_aware(filter), records_only=records_only)
+    )
+    return zip(found.ended_at, found.run_id, found.experiment, found.score, strict=True)
 
 
 _Scored = tuple[datetime, dict[str, Any], float]
@@ -109,21 +119,14 @@ def _scored_runs(
     return out
 
 
-def _beats(m: Metric, score: float) -> str:
-    """A filter for values of ``m`` better than ``score``."""
-    return f"{m.path}:{'>' if m.direction == 'max' else '<'}{score!r}"
-
-
-def _records(store: Store, m: Metric, where: str | None) -> list[_Scored]:
-    """Every run that set a new best, in end-time order, each found by one question of one
-    run: the first run after the current record (by end time, then run id) that beats it."""
+def _records(store: Store, m: Metric, filter: str | None) -> list[_Scored]:
+    """Every run that set a new best, in end-time order (:meth:`Store.timeline`)."""
     records: list[_Scored] = []
-    found = _scored_runs(store, m, where, "asc", 1)
-    while found:
-        _, doc, score = found[0]
-        records.append(found[0])
-        after = f"ended_at:>={quote(str(doc.get('ended_at')))}"
-        found = _scored_runs(store, m, and_filters(where, after, _beats(m, score)), "asc", 1)
+    for ended_at, run_id, experiment, score in _timeline(store, m, filter, records_only=True):
+        ended = parse_time(ended_at)
+        assert ended is not None
+        doc = {"run_id": run_id, "experiment": experiment, "ended_at": ended_at}
+        records.append((ended, doc, score))
     return records
 
 
@@ -142,11 +145,11 @@ def _best_at(records: Sequence[_Scored], key: tuple[datetime, str]) -> _Scored |
 
 
 def _over_time_latest(
-    store: Store, m: Metric, where: str | None, limit: int
+    store: Store, m: Metric, where: str | None, filter: str | None, limit: int
 ) -> list[dict[str, Any]]:
     latest = _scored_runs(store, m, where, "desc", limit)
     latest.sort(key=_key)
-    records = _records(store, m, where)
+    records = _records(store, m, filter)
     record_ids = {str(r[1].get("run_id")) for r in records}
     points = []
     for item in latest:
@@ -168,9 +171,14 @@ def _over_time_latest(
 
 
 def _over_time_by(
-    store: Store, m: Metric, where: str | None, interval: Interval, limit: int | None
+    store: Store,
+    m: Metric,
+    where: str | None,
+    filter: str | None,
+    interval: Interval,
+    limit: int | None,
 ) -> list[dict[str, Any]]:
-    records = _records(store, m, where)
+    records = _records(store, m, filter)
     if not records:
         return []
     last = _scored_runs(store, m, where, "desc", 1)
@@ -219,20 +227,22 @@ def _over_time_by(
 
 
 def _running_best(
-    scored: Iterable[tuple[datetime, str, dict[str, Any], float]], m: Metric
+    scored: Iterable[tuple[str, str, str | None, float]], m: Metric
 ) -> list[dict[str, Any]]:
+    """One point per (ended_at, run_id, experiment, score), in the order given."""
     points: list[dict[str, Any]] = []
     best_score: float | None = None
     best_id: str | None = None
-    for _, run_id, doc, score in scored:
-        is_new = best_score is None or m.better(score, best_score)
+    better = m.better
+    for ended_at, run_id, experiment, score in scored:
+        is_new = best_score is None or better(score, best_score)
         if is_new:
             best_score, best_id = score, run_id
         points.append(
             {
-                "ended_at": doc.get("ended_at"),
+                "ended_at": ended_at,
                 "run_id": run_id,
-                "experiment": doc.get("experiment"),
+                "experiment": experiment,
                 "score": score,
                 "best_so_far": best_score,
                 "best_run_id": best_id,

@@ -49,6 +49,8 @@ from warehouse.stores.base import (
     RunQuery,
     SampleQuery,
     StepRange,
+    Timeline,
+    TimelineQuery,
 )
 
 if TYPE_CHECKING:
@@ -454,6 +456,9 @@ class ReplicatingStore:
 
     def count_by(self, query: CountQuery) -> dict[str, int]:
         return self.local.count_by(query)
+
+    def timeline(self, query: TimelineQuery) -> Timeline:
+        return self.local.timeline(query)
 
     def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:
         return self.local.search_samples(query)

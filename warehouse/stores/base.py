@@ -186,6 +186,32 @@ class ExperimentBest:
 
 
 @dataclass(frozen=True)
+class TimelineQuery:
+    """Runs matching ``filter`` with an ``ended_at`` and a finite value of ``metric``, in
+    end-time order (ties: the smaller ``run_id`` first); with ``records_only`` only those
+    that set a new best in ``direction`` (strictly better than every run before them)."""
+
+    metric: str
+    direction: Direction
+    filter: str | lucene.Node | None = None
+    records_only: bool = True
+
+    def __post_init__(self) -> None:
+        RankQuery(self.metric, self.direction, self.filter)  # the same checks
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The answer to :class:`TimelineQuery`: parallel columns, one entry per run, in order;
+    ``ended_at`` as the records write it (ISO 8601 UTC, ``Z``)."""
+
+    ended_at: list[str] = field(default_factory=list)
+    run_id: list[str] = field(default_factory=list)
+    experiment: list[str | None] = field(default_factory=list)
+    score: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class SampleQuery:
     """Per-sample rows of one run, optionally one split, sorted by a sample column."""
 
@@ -255,6 +281,13 @@ class Store(Protocol):
         best first; ties are broken by the earlier ``ended_at``, then ``run_id``. An unknown
         or non-numeric metric is a QuerySyntaxError (:func:`warehouse.lucene.check_metric`).
         """
+        ...
+
+    def timeline(self, query: TimelineQuery) -> Timeline:
+        """The scored runs of ``query`` by end time (the records only, by default): what the
+        best-over-time view is computed from. Without ``records_only`` every scored run is
+        listed; with it the cost follows the records, never the runs. An unknown or
+        non-numeric metric is a QuerySyntaxError, as for :meth:`best_per_experiment`."""
         ...
 
     def count_by(self, query: CountQuery) -> dict[str, int]:

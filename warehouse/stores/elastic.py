@@ -44,10 +44,13 @@ from warehouse.stores.base import (
     RunQuery,
     SampleQuery,
     StepRange,
+    Timeline,
+    TimelineQuery,
 )
 from warehouse.stores.elastic_connect import DEFAULT_TIMEOUT_S, MAX_RETRIES
 from warehouse.stores.elastic_errors import CLIENT_ERRORS, map_error, not_initialised, public_url
 from warehouse.stores.elastic_templates import KINDS, MAX_TYPED_PARAMS, Kind, index_names
+from warehouse.stores.timeline_search import timeline_by_search
 
 if TYPE_CHECKING:
     from warehouse.settings import Settings
@@ -281,6 +284,11 @@ class ElasticStore:
             if str(best["run_id"]) in docs
         ]
         return eq.best_first(rows, query)
+
+    def timeline(self, query: TimelineQuery) -> Timeline:
+        """The records chased one one-run search each (O(records) requests), or every scored
+        run in one sorted, paged search (:mod:`warehouse.stores.timeline_search`)."""
+        return timeline_by_search(self.search_runs, query)
 
     def count_by(self, query: CountQuery) -> dict[str, int]:
         """One ``terms`` aggregation over the matching runs."""

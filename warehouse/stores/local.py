@@ -50,6 +50,8 @@ from warehouse.stores.base import (
     RunQuery,
     SampleQuery,
     StepRange,
+    Timeline,
+    TimelineQuery,
 )
 from warehouse.stores.local_catalog import DOC, RunCatalog
 from warehouse.stores.local_docs import indices
@@ -65,6 +67,7 @@ from warehouse.stores.local_samples import (
     prepare_batch,
     stream_rows,
 )
+from warehouse.stores.local_timeline import timeline_of, timeline_rows
 from warehouse.values import iso_utc
 
 if TYPE_CHECKING:
@@ -321,6 +324,18 @@ class LocalStore:
                     strict=True,
                 )
             ]
+
+    def timeline(self, query: TimelineQuery) -> Timeline:
+        node = lucene.parse(query.filter)
+        with self._map_errors("chart the best over time"):
+            table = self._catalog.table()
+            if table is None or table.num_rows == 0:
+                return Timeline()
+            if lucene.check_metric(query.metric, arrow_kinds(table.schema)) == lucene.EMPTY:
+                return Timeline()
+            some = None if node == lucene.MATCH_ALL else self._matching(node, table)
+            rows = timeline_rows(table, some, query)
+            return timeline_of(table, rows, query.metric)
 
     def count_by(self, query: CountQuery) -> dict[str, int]:
         node = lucene.parse(query.filter)
