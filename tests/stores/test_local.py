@@ -17,6 +17,7 @@ import pytest
 
 from warehouse.errors import InvalidRecord, StoreUnavailable
 from warehouse.models import Run
+from warehouse.stores import local_compaction
 from warehouse.stores.base import RankQuery, RunQuery, SampleQuery, StepRange
 from warehouse.stores.local import LocalStore
 
@@ -101,6 +102,7 @@ def test_layout_is_one_json_per_run_one_parquet_per_split_one_jsonl_per_run(
 @pytest.mark.slow
 def test_eight_processes_writing_at_once_lose_and_corrupt_nothing(home: Path) -> None:
     _join([_spawn(_writer, str(home), w, 7) for w in range(WRITERS)])
+    local_compaction.wait(home / "catalog")
     with LocalStore(home) as store:
         runs = store.search_runs(RunQuery(limit=None))
         expected = {f"w{w}-{i}" for w in range(WRITERS) for i in range(RUNS_PER_WRITER)}
@@ -146,8 +148,10 @@ def test_compaction_while_processes_write_loses_nothing(home: Path) -> None:
 
 def test_journal_is_compacted_after_the_configured_number_of_entries(home: Path) -> None:
     with LocalStore(home, compact_after=3) as store:
-        for i in range(4):
+        for i in range(3):
             store.write_runs([doc(f"r{i}")])
+        local_compaction.wait(home / "catalog")  # the third started one in the background
+        store.write_runs([doc("r3")])
         assert (home / "catalog" / "journal").read_text().split() == ["r3"]
         assert (home / "catalog" / "runs.parquet").is_file()
         assert len(store.search_runs(RunQuery(limit=None))) == 4
@@ -384,7 +388,7 @@ def test_a_warehouse_whose_catalog_cannot_be_written_is_still_queried(
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise PermissionError(13, "Permission denied", str(home / "catalog"))
 
-    monkeypatch.setattr("warehouse.stores.local_catalog.pq.write_table", refuse)
+    monkeypatch.setattr("warehouse.stores.local_compaction.pq.write_table", refuse)
     with LocalStore(home) as store, caplog.at_level(logging.WARNING):
         assert len(store.search_runs(RunQuery())) == 3
         assert len(store.search_runs(RunQuery(filter="run_id:r1"))) == 1

@@ -9,7 +9,8 @@ queries read a compacted index in ``catalog/``::
                    each compaction (same ``warehouse_generation`` in both schemas' metadata)
     journal        ids of runs written since the last compaction, one per line, append-only
     lock           flock'd exclusively by writers appending to the journal, by compaction
-                   and by a reader loading, so no one sees a compaction half done
+                   (briefly, see below) and by a reader loading, so no one sees half a change
+    compact.lock   held by the one background compaction running (``local_compaction.py``)
 
 A reader memory-maps ``runs.arrow`` (when its generation is that of ``runs.parquet``; else
 it reads the Parquet file) plus the journaled run files, and keeps the merged table, keyed
@@ -18,8 +19,11 @@ time only when a view touches it: a leaderboard reads four columns and the docum
 winners, never the other columns nor the other runs' ``_doc``. Runs journaled since the last
 compaction replace their rows as zero-copy slices of the mapped table plus a small table of
 the new rows. A warm query costs three ``os.stat`` calls, and after a write only the new
-journal lines are read. Compaction (rewrite ``runs.arrow`` and ``runs.parquet``, empty the
-journal) happens when the journal passes ``compact_after`` entries, or on demand. A catalog
+journal lines are read. Compaction (rewrite ``runs.arrow`` and ``runs.parquet``, drop the
+folded journal lines) runs on demand (``compact()``, inline), and in a detached background
+process once the journal passes ``compact_after`` entries: the writer never waits for it,
+and it holds the lock only to note what it folds and to install the result
+(:mod:`~warehouse.stores.local_compaction`). A catalog
 written before ``runs.arrow`` existed is read from Parquet until the next compaction. A
 missing, unreadable or outdated catalog is rebuilt from ``runs/*.json``; run files changed
 in place by hand are seen after ``LocalStore.compact(rebuild=True)``.
@@ -63,8 +67,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse.errors import WarehouseError
-from warehouse.files import fsync_path, write_all
+from warehouse.files import write_all
 from warehouse.lazy import lazy_module
+from warehouse.stores import local_compaction
 from warehouse.stores.local_docs import MappedFile, texts
 from warehouse.stores.local_samples import read_parquet
 from warehouse.values import parse_time
@@ -118,7 +123,9 @@ class RunCatalog:
 
     # writers ------------------------------------------------------------------------------
     def record(self, run_ids: Sequence[str]) -> None:
-        """Journal the ids of run files just written; compact when the journal is long."""
+        """Journal the ids of run files just written; when the journal is long, start a
+        compaction in the background (:mod:`~warehouse.stores.local_compaction`): the
+        writer never waits for one."""
         self.dir.mkdir(parents=True, exist_ok=True)
         data = "".join(f"{run_id}\n" for run_id in run_ids).encode()
         with self._mutex, self._locked():
@@ -128,11 +135,9 @@ class RunCatalog:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            if self.journal.read_bytes().count(b"\n") >= self.compact_after:
-                try:
-                    self._compact_locked()
-                except Exception:  # the journal still holds the runs: never fail the writer
-                    log.warning("compacting the run catalog in %s failed", self.dir, exc_info=True)
+            long = self.journal.read_bytes().count(b"\n") >= self.compact_after
+        if long:
+            local_compaction.start(self.dir)
 
     def compact(self, rebuild: bool = False) -> None:
         """Fold the journal into ``runs.parquet`` now (``rebuild``: rescan every run file)."""
@@ -270,6 +275,10 @@ class RunCatalog:
         self._write_locked(_merge(self._base, self._delta), persist=True)
 
     def _rebuild_locked(self, *, persist: bool) -> None:
+        self._write_locked(self._build_all(), persist=persist)
+
+    def _build_all(self) -> pa.Table:
+        """The catalog table read from every run file."""
         rows: list[dict[str, Any]] = []
         self._unreadable = set()
         self._listed = _stat(self.runs_dir)
@@ -280,36 +289,27 @@ class RunCatalog:
             else:
                 rows.append(row)
         log.info("rebuilt the run catalog of %s from %d run files", self.runs_dir, len(rows))
-        self._write_locked(build_table(rows), persist=persist)
+        return build_table(rows)
 
     def _write_locked(self, table: pa.Table | None, *, persist: bool) -> None:
-        """Store ``table`` as the catalog (``runs.arrow``, then ``runs.parquet``: a reader
-        between the two finds different generations and reads the Parquet file).
+        """Store ``table`` as the catalog and empty the journal (``runs.arrow``, then
+        ``runs.parquet``: a reader between the two finds different generations and reads
+        the Parquet file); the inline compaction of ``compact()`` and of readers.
         ``persist=False`` (a reader): if it cannot be stored, for whatever reason, it is kept
         in memory and the query goes on."""
-        if table is None:
-            table = build_table([])
-        generation = uuid.uuid4().hex.encode()
-        meta = {b"warehouse_catalog": CATALOG_VERSION, GENERATION: generation}
-        if self._listed is not None and not self._unreadable:
-            meta[LISTED] = json.dumps(self._listed).encode()
-        table = table.combine_chunks().replace_schema_metadata(meta)
         stem = f"{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
         tmp, tmp_arrow = self.dir / f".runs.{stem}", self.dir / f".arrow.{stem}"
         try:
             if persist:
                 self.dir.mkdir(parents=True, exist_ok=True)
-            _write_ipc(table, tmp_arrow)
-            fsync_path(tmp_arrow)
+            generation = local_compaction.store_tmp(self, table, tmp_arrow, tmp)
             os.replace(tmp_arrow, self.arrow_path)
-            pq.write_table(table, tmp, compression="snappy", write_page_checksum=True)
-            fsync_path(tmp)
             os.replace(tmp, self.path)
         except OSError as exc:
             if persist and not _read_only(exc):
                 raise
             log.warning("cannot store the run catalog in %s (%s); kept in memory", self.dir, exc)
-            self._base, self._delta = table, {}
+            self._base, self._delta = local_compaction.stamped(self, table), {}
             self._base_key = None  # another process may store it: read it then
             self._table = self._base
             return
@@ -320,7 +320,9 @@ class RunCatalog:
         if self.journal.exists():
             os.truncate(self.journal, 0)
         mapped = self._open_arrow(generation)  # the pages, not a copy of them, stay
-        self._set_base(mapped if mapped is not None else table)
+        self._set_base(
+            mapped if mapped is not None else local_compaction.stamped(self, table, generation)
+        )
         self._table = self._base
         self._key = self._stat_key()
 
@@ -530,12 +532,6 @@ def _listed_key(base: pa.Table | None) -> _StatKey:
     if isinstance(ino, int) and isinstance(mtime, int) and isinstance(size, int):
         return (ino, mtime, size)
     return None
-
-
-def _write_ipc(table: pa.Table, path: Path) -> None:
-    """``table`` as an uncompressed Arrow IPC file (mapped by readers, so never compressed)."""
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table, max_chunksize=max(1, table.num_rows))
 
 
 def _finite(value: float | None) -> float | None:
