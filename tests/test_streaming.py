@@ -233,3 +233,15 @@ def test_csv_cells_needing_quotes_dictionaries_and_constants_match_the_row_write
     write_csv(rows, want, columns=columns)
     write_csv_batches(batches, got, columns=columns, constants={"split": "val,test"})
     assert got.getvalue() == want.getvalue()
+
+
+@pytest.mark.parametrize("columns", [["sample_id"], ["loss"], ["absent"]])
+def test_a_one_column_csv_writes_a_lone_empty_field_as_the_row_writer_does(
+    columns: list[str],
+) -> None:
+    batches = tricky_batches()
+    want, got = io.StringIO(), io.StringIO()
+    write_csv(as_rows(batches), want, columns=columns)
+    write_csv_batches(batches, got, columns=columns)
+    assert got.getvalue() == want.getvalue()
+    assert '""' in got.getvalue()  # csv.writer quotes an empty field alone on its line

@@ -4,17 +4,14 @@ The local store's modules serve two kinds of caller. A training script (or ``war
 watch``) only writes: a JSON file, a journal line, a steps line — no table library. A query
 reads Parquet and computes with numpy and pyarrow. Importing numpy and pyarrow costs
 ~0.15 s of CPU, which a short watched command would pay in wall time. So those modules
-bind the names through :func:`lazy_module`::
+take the names from here::
 
-    if TYPE_CHECKING:
-        import pyarrow as pa
-    else:
-        pa = lazy_module("pyarrow")
+    from warehouse.lazy import np, pa, pc, pq
 
-Type checkers see the real module. At run time the first attribute read (``pa.table``)
-imports the module and caches the attribute on the proxy, so later reads are one dict
-lookup, as with a module. ``tests/test_import_time.py`` checks that recording a run
-imports neither library.
+Type checkers see the real modules (imported under ``TYPE_CHECKING`` below). At run time
+the first attribute read (``pa.table``) imports the module and caches the attribute on the
+proxy, so later reads are one dict lookup, as with a module. ``tests/test_import_time.py``
+checks that recording a run imports neither library.
 
 pyarrow imports pandas (~0.2 s and ~35 MiB) the first time it converts a Python or numpy
 value (``pa.scalar``, ``pc.equal(column, "x")``, ``to_numpy``), only to check whether the
@@ -30,7 +27,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 class LazyModule:
@@ -82,3 +79,17 @@ def without_pandas() -> Iterator[None]:
         yield
     finally:
         sys.meta_path.remove(finder)
+
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+else:
+    np = lazy_module("numpy")
+    pa = lazy_module("pyarrow")
+    pc = lazy_module("pyarrow.compute")
+    pq = lazy_module("pyarrow.parquet")
+
+__all__ = ["LazyModule", "lazy_module", "np", "pa", "pc", "pq", "without_pandas"]

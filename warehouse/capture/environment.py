@@ -111,6 +111,7 @@ def _packages() -> dict[str, str]:
 
 
 _SEPARATORS = re.compile(r"[-_.]+")
+_INFO = (".dist-info", ".egg-info")
 
 
 def _installed(wanted: frozenset[str]) -> dict[str, str | None]:
@@ -129,9 +130,6 @@ def _installed(wanted: frozenset[str]) -> dict[str, str | None]:
             if name in wanted and name not in found:
                 found[name] = version.partition("-")[0] or None  # egg-info: name-ver-pyX.Y
     return found
-
-
-_INFO = (".dist-info", ".egg-info")
 
 
 def nvidia_driver_absent() -> bool:

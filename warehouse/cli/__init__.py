@@ -10,6 +10,7 @@ starts without waiting for the other command modules to load (issue 15).
 from __future__ import annotations
 
 import atexit
+import functools
 import inspect
 import os
 import sys
@@ -137,17 +138,16 @@ def _reflow_help(typer_app: typer.Typer, prefix: str = "") -> None:
             _reflow_help(group.typer_instance, f"{prefix}{group.name}.")
 
 
-_app: typer.Typer | None = None
-
-
 def __getattr__(name: str) -> typer.Typer:
     """``warehouse.cli.app``: the full app, built once on first use."""
-    global _app
     if name == "app":
-        if _app is None:
-            _app = build_app()
-        return _app
+        return full_app()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def full_app() -> typer.Typer:
+    return build_app()
 
 
 def debug_enabled() -> bool:
@@ -167,7 +167,7 @@ def main() -> None:
     if args[:1] == ["watch"]:
         target, prog, args = watch_app(), "warehouse watch", args[1:]
     else:
-        target, prog = __getattr__("app"), "warehouse"
+        target, prog = full_app(), "warehouse"
     try:
         # typer.Exit(n) comes back as n here
         code = target(args=args, standalone_mode=False, prog_name=prog)
@@ -251,6 +251,6 @@ def _leave(code: int) -> NoReturn:
         try:
             stream.flush()
         except (OSError, ValueError):  # the reader went away or the stream is closed
-            if code == 0:
-                code = 141 if stream is sys.stdout else code
+            if stream is sys.stdout and code == 0:
+                code = 141
     os._exit(code)

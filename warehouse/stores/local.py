@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from warehouse import lucene
 from warehouse.docpath import project
@@ -38,7 +38,7 @@ from warehouse.errors import (
 )
 from warehouse.files import atomic_write, write_all
 from warehouse.home import Home
-from warehouse.lazy import lazy_module
+from warehouse.lazy import np, pa, pc
 from warehouse.models import run_version
 from warehouse.sample_rows import SampleIds
 from warehouse.stores.base import (
@@ -69,15 +69,6 @@ from warehouse.stores.local_samples import (
 )
 from warehouse.stores.local_timeline import timeline_of, timeline_rows
 from warehouse.values import iso_utc
-
-if TYPE_CHECKING:
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-else:
-    np = lazy_module("numpy")
-    pa = lazy_module("pyarrow")
-    pc = lazy_module("pyarrow.compute")
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")

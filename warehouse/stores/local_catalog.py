@@ -64,26 +64,15 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from warehouse.errors import WarehouseError
 from warehouse.files import write_all
-from warehouse.lazy import lazy_module
+from warehouse.lazy import np, pa, pc, pq
 from warehouse.stores import local_compaction
 from warehouse.stores.local_docs import MappedFile, texts
 from warehouse.stores.local_samples import read_parquet
 from warehouse.values import parse_time
-
-if TYPE_CHECKING:
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-else:
-    np = lazy_module("numpy")
-    pa = lazy_module("pyarrow")
-    pc = lazy_module("pyarrow.compute")
-    pq = lazy_module("pyarrow.parquet")
 
 log = logging.getLogger(__name__)
 

@@ -38,17 +38,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse.files import fsync_path, write_all
-from warehouse.lazy import lazy_module
+from warehouse.lazy import pa, pq
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from warehouse.stores.local_catalog import RunCatalog, _StatKey
-
-else:
-    pa = lazy_module("pyarrow")
-    pq = lazy_module("pyarrow.parquet")
 
 log = logging.getLogger(__name__)
 

@@ -16,16 +16,8 @@ import mmap
 import os
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from warehouse.lazy import lazy_module
-
-if TYPE_CHECKING:
-    import numpy as np
-    import pyarrow as pa
-else:
-    np = lazy_module("numpy")
-    pa = lazy_module("pyarrow")
+from warehouse.lazy import np, pa
 
 
 class MappedFile:

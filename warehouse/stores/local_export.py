@@ -22,21 +22,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from warehouse.lazy import lazy_module
+from warehouse.lazy import np, pa
 from warehouse.stores.local_catalog import DOC
 from warehouse.stores.local_docs import indices
 from warehouse.values import iso_utc
-
-if TYPE_CHECKING:
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-else:
-    np = lazy_module("numpy")
-    pa = lazy_module("pyarrow")
-    pc = lazy_module("pyarrow.compute")
 
 CHUNK = 8192  # runs per chunk of CSV rows
 Texts = Callable[["pa.ChunkedArray", "np.ndarray"], list[str]]  # RunCatalog.texts

@@ -13,21 +13,12 @@ import json
 import math
 import re
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from warehouse import lucene
-from warehouse.lazy import lazy_module
+from warehouse.lazy import np, pa, pc
 from warehouse.stores import params_extra as extra
 from warehouse.stores.elastic_templates import MAX_TYPED_PARAMS
-
-if TYPE_CHECKING:
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-else:
-    np = lazy_module("numpy")
-    pa = lazy_module("pyarrow")
-    pc = lazy_module("pyarrow.compute")
 
 
 def arrow_kinds(schema: pa.Schema) -> dict[str, str]:

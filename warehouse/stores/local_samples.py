@@ -17,24 +17,13 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from warehouse import lucene
 from warehouse.errors import InvalidRecord, QuerySyntaxError, StoreUnavailable
-from warehouse.lazy import lazy_module
+from warehouse.lazy import np, pa, pc, pq
 from warehouse.stores.base import SampleQuery
 from warehouse.stores.local_query import arrow_kinds
-
-if TYPE_CHECKING:
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-else:
-    np = lazy_module("numpy")
-    pa = lazy_module("pyarrow")
-    pc = lazy_module("pyarrow.compute")
-    pq = lazy_module("pyarrow.parquet")
 
 log = logging.getLogger(__name__)
 

@@ -11,22 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from warehouse.lazy import lazy_module
+from warehouse.lazy import np, pa, pc
 from warehouse.stores.base import Timeline, TimelineQuery
 from warehouse.stores.local_docs import indices
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     _Ids = Callable[[np.ndarray], pa.ChunkedArray]
-else:
-    np = lazy_module("numpy")
-    pa = lazy_module("pyarrow")
-    pc = lazy_module("pyarrow.compute")
 
 
 def timeline_rows(table: pa.Table, rows: np.ndarray | None, query: TimelineQuery) -> np.ndarray:
