@@ -364,6 +364,13 @@ def test_a_local_step_append_that_fails_waits_in_the_outbox_for_sync(
     assert rec.shipper.local.last_seq(run_id) == 0
 
 
+def _s3_without_endpoint(env: dict[str, str]) -> dict[str, str]:
+    """The S3 settings of the test server's ``env``, less the endpoint (each test sets it:
+    a closed port while S3 is down, then the server's)."""
+    keys = ("s3_url", "s3_region", "s3_access_key_id", "s3_secret_access_key")
+    return {key: env[f"WAREHOUSE_{key.upper()}"] for key in keys}
+
+
 def test_objects_wait_for_s3_and_upload_after(
     home: Path, s3_server: S3Server, s3_bucket: str, tmp_path: Path
 ) -> None:
@@ -376,12 +383,7 @@ def test_objects_wait_for_s3_and_upload_after(
     source.write_bytes(payload)
     digest = hashlib.sha256(payload).hexdigest()
     env = s3_server.settings_env(s3_bucket)
-    down = {
-        "s3_url": env["WAREHOUSE_S3_URL"],
-        "s3_region": env["WAREHOUSE_S3_REGION"],
-        "s3_access_key_id": env["WAREHOUSE_S3_ACCESS_KEY_ID"],
-        "s3_secret_access_key": env["WAREHOUSE_S3_SECRET_ACCESS_KEY"],
-    }
+    down = _s3_without_endpoint(env)
     rec = open_recording(load(cli={**down, "s3_endpoint": f"http://127.0.0.1:{free_port()}"}))
     uri = rec.objects.put(
         "exp/r1/artifacts/model.bin",
@@ -412,12 +414,7 @@ def test_many_waiting_objects_ship_in_one_drain_and_leave_no_entry(
 
     count = REMOVE_THREADS * 4 + 3
     env = s3_server.settings_env(s3_bucket)
-    down = {
-        "s3_url": env["WAREHOUSE_S3_URL"],
-        "s3_region": env["WAREHOUSE_S3_REGION"],
-        "s3_access_key_id": env["WAREHOUSE_S3_ACCESS_KEY_ID"],
-        "s3_secret_access_key": env["WAREHOUSE_S3_SECRET_ACCESS_KEY"],
-    }
+    down = _s3_without_endpoint(env)
     rec = open_recording(load(cli={**down, "s3_endpoint": f"http://127.0.0.1:{free_port()}"}))
     for n in range(count):
         source = tmp_path / f"{n}.bin"
