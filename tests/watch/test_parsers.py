@@ -118,6 +118,63 @@ def test_nested_tqdm_bars_keep_their_own_positions() -> None:
     assert points_of(data) == [(1, 1, {"loss": 0.8}), (2, 1, {"loss": 0.7, "val_loss": 0.5})]
 
 
+def bar_frames(label: str, total: int, frames: list[tuple[int, str]]) -> bytes:
+    """tqdm redraws of one bar (``\\r`` before each), ended by a newline."""
+    drawn = (
+        f"\r{label}: {100 * n // total}%|#   | {n}/{total} [00:00<00:00, 9.00it/s, {post}]"
+        for n, post in frames
+    )
+    return "".join(drawn).encode() + b"\n"
+
+
+def test_a_bar_drawn_after_a_finished_bar_counts_its_own_steps() -> None:
+    data = b"".join(
+        bar_frames(f"epoch {e}", 2, [(n, f"loss=0.{9 - 2 * e - n}") for n in (1, 2)])
+        for e in (0, 1)
+    ) + bar_frames("finetune", 3, [(n, f"train_acc=0.{n}") for n in (1, 2, 3)])
+    points = points_of(data)
+    assert [(step, m) for step, _, m in points if "train_acc" in m] == [
+        (1, {"train_acc": 0.1}),
+        (2, {"train_acc": 0.2}),
+        (3, {"train_acc": 0.3}),
+    ]  # its own counter, not the finished epoch bars' step 4
+    assert [step for step, _, m in points if "loss" in m] == [1, 2, 3, 4]
+
+
+def test_a_shorter_last_epoch_continues_the_step_count() -> None:
+    # Lightning with max_steps: the last epoch's bar has a smaller total, same label
+    data = bar_frames("Epoch 0", 3, [(n, f"train_loss_step=0.{9 - n}") for n in (1, 2, 3)])
+    data += bar_frames("Epoch 1", 2, [(n, f"train_loss_step=0.{5 - n}") for n in (1, 2)])
+    points = points_of(data)
+    assert [(step, epoch) for step, epoch, _ in points] == [
+        (1, 0), (2, 0), (3, 0), (4, 1), (5, 1),
+    ]  # fmt: skip
+    assert points[-1][2] == {"train_loss_step": 0.3}
+
+
+def test_validation_values_arriving_mid_epoch_are_recorded_once() -> None:
+    # Lightning's val_check_interval=0.5: val_* join the bar in the middle of an epoch and
+    # stay on it, unchanged, until the next validation
+    frames = [(n, f"train_loss_step=0.{9 - n}") for n in (1, 2)]
+    frames += [(n, f"train_loss_step=0.{9 - n}, val_loss=1.26") for n in (3, 4)]
+    frames += [(n, f"train_loss_step=0.{9 - n}, val_loss=1.09") for n in (5, 6)]
+    points = points_of(bar_frames("Epoch 0", 6, frames))
+    assert [(step, m["val_loss"]) for step, _, m in points if "val_loss" in m] == [
+        (3, 1.26),
+        (5, 1.09),
+    ]
+    assert [step for step, _, m in points if "train_loss_step" in m] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_keras_epoch_value_equal_to_the_epoch_before_is_still_recorded() -> None:
+    data = (
+        b"Epoch 1/3\n10/10 - 0s - loss: 0.5 - val_accuracy: 0.7250\n"
+        b"Epoch 2/3\n10/10 - 0s - loss: 0.4 - val_accuracy: 0.7250\n"
+        b"Epoch 3/3\n10/10 - 0s - loss: 0.3 - val_accuracy: 0.7250\n"
+    )
+    assert [m.get("val_accuracy") for _, _, m in points_of(data)] == [0.725, 0.725, 0.725]
+
+
 def test_transformers_dict_lines_are_counted_and_keep_the_fractional_epoch() -> None:
     data = (
         b"{'loss': '2.287', 'grad_norm': '0.4539', 'learning_rate': '0.0027', 'epoch': '0.2222'}\n"

@@ -7,9 +7,13 @@ values. So:
 
 - a frame whose values are all unchanged is a redraw of old values (the bar moved on, or
   closed): it gives no point;
-- a metric first shown at the end of a bar (counter = total) or at the start of one (counter
-  0, a bar reset showing what the last one had) is an epoch-level metric, recorded only when
-  its printed value changes, until it changes in the middle of a bar (then it is per step);
+- a metric first shown at the end of a bar (counter = total), at the start of one (counter
+  0, a bar reset showing what the last one had), or in the middle of a bar that already showed
+  other metrics without it (validation values arriving mid-epoch) is an epoch-level metric:
+  recorded when its printed value changes, and again at its first showing after an epoch
+  header (Keras: each epoch's line is new, even with the value of the epoch before);
+- an epoch-level metric that changes on two of the bar's frames in a row, inside the bar, is
+  per step after all;
 - the other metrics are per step: each frame that shows new values records them all (a value
   may repeat from one step to the next).
 
@@ -44,6 +48,13 @@ class _Bar:
     shown: dict[str, str] = field(default_factory=dict)  # last text shown, per metric
     per_step: dict[str, bool] = field(default_factory=dict)
     recorded: dict[str, str] = field(default_factory=dict)  # last text recorded, per metric
+    changed: dict[str, bool] = field(default_factory=dict)  # on the last frame showing it
+    created: int = 0  # the frame count (of all bars) when this bar was first drawn
+    finished: int | None = None  # the frame count when its counter reached its total
+
+    @property
+    def done(self) -> bool:
+        return self.total is not None and self.counter is not None and self.counter >= self.total
 
     @property
     def position(self) -> int:
@@ -56,6 +67,7 @@ class Bars:
     def __init__(self) -> None:
         self._bars: dict[str, _Bar] = {}
         self._clock: _Bar | None = None
+        self._frames = 0
 
     def new_epoch(self, prefix: str) -> None:
         """An epoch header was printed: bars named ``prefix...`` start again at their next frame."""
@@ -65,9 +77,10 @@ class Bars:
 
     def read(self, reading: Reading) -> tuple[int, dict[str, float]] | None:
         """The step of this frame and the metrics it records, or None for a redraw."""
+        self._frames += 1
         bar = self._bars.get(reading.bar or "")
         if bar is None:
-            bar = self._bars[reading.bar or ""] = _Bar()
+            bar = self._bars[reading.bar or ""] = _Bar(created=self._frames)
             if reading.family in LAGGING and reading.epoch is not None and reading.total:
                 bar.offset = reading.epoch * reading.total  # "Epoch 2/2" seen alone (a pipe)
         counter = reading.counter
@@ -80,11 +93,18 @@ class Bars:
             if bar.total is not None and bar.counter <= bar.total:
                 done = bar.total
             bar.offset += done
-        bar.restart = False
+        if bar.restart:  # an epoch header: every value shown from now on is this epoch's
+            bar.recorded.clear()
+            bar.restart = False
         same_counter = counter == bar.counter
         unchanged = all(bar.shown.get(name) == text for name, text in reading.texts.items())
+        late = bool(bar.shown)  # the bar showed metrics before: a metric new to it joined late
         bar.shown.update(reading.texts)
         bar.counter, bar.total = counter, reading.total
+        if bar.done:
+            bar.finished = bar.finished or self._frames
+        else:
+            bar.finished = None
         lagging = reading.family in LAGGING
         if not reading.metrics or unchanged or (lagging and bar.position == 0):
             return None  # a redraw; or, before a step ran, Lightning's sanity check values
@@ -96,17 +116,25 @@ class Bars:
         new: dict[str, float] = {}
         for name, value in reading.metrics.items():
             text = reading.texts.get(name, repr(value))
-            per_step = bar.per_step.setdefault(name, inside or counter is None)
+            per_step = bar.per_step.get(name)
+            if per_step is None:
+                per_step = bar.per_step[name] = (inside or counter is None) and not late
             changed = bar.recorded.get(name) != text
-            if changed and inside and not per_step:
+            if changed and inside and not per_step and bar.changed.get(name):
                 bar.per_step[name] = per_step = True
+            bar.changed[name] = changed
             if per_step and lagging and not same_counter:
                 continue  # drawn before or after this step's values were set: unknown
             if per_step or changed:
                 new[name] = value
                 bar.recorded[name] = text
         clock = self._clock
-        if clock is None or clock is bar or bar.position > clock.position:
+        if (
+            clock is None
+            or clock is bar
+            or bar.position > clock.position
+            or (clock.finished is not None and bar.created > clock.finished)
+        ):
             self._clock = clock = bar
         return clock.position, new
 

@@ -22,14 +22,13 @@ import re
 
 from warehouse.watch.parsers.frames import Frame
 from warehouse.watch.parsers.reading import NAME, NOT_METRICS, Reading, number
-from warehouse.watch.parsers.tqdm import EPOCH_IN_LABEL
+from warehouse.watch.parsers.tqdm import EPOCH_IN_LABEL, bar_key
 
 _ROW = re.compile(
     r"(?P<label>\S.*?)\s+[━╸╺╾╼─]+\s+(?P<n>\d+)/(?P<total>\d+|\?)\s(?P<stats>.*?)"
     r"(?P<rate>[\d.?]+(?:it/s|s/it))\s*"
 )
 _NAME = re.compile(NAME + r":\Z")
-_DIGITS = re.compile(r"\d+")
 _NUMERIC_START = re.compile(r"[-+\d.]")
 
 
@@ -111,7 +110,7 @@ class RichBars:
                 self.family,
                 metrics,
                 epoch=int(epoch.group(1)) if epoch else None,
-                bar=f"{_DIGITS.sub('#', label)}/{total}",
+                bar=bar_key(label, total),
                 counter=int(row.group("n")),
                 total=int(total) if total.isdigit() else None,
                 texts=texts,

@@ -4,8 +4,9 @@
     Epoch 1:  31%|███▏      | 5/16 [00:00<00:00, 93.26it/s, v_num=0, train_loss_step=0.115]
     eval: 15it [00:00, 47411.12it/s, acc=0.5]
 
-The postfix (``name=value`` after the rate) holds the metrics; the bar's label and total name
-the bar (an inner bar drawn on the next line is another bar), its counter the position. A bar
+The postfix (``name=value`` after the rate) holds the metrics; the bar's label (or, without
+one, its total) names the bar (an inner bar drawn on the next line is another bar), its counter
+the position. A bar
 cut at the terminal's width has no closing ``]``: its last pair may be cut anywhere (mid-name
 or mid-value), so only the pairs before it are read. Unit-scaled counters (``1.2k/5k``) give
 no position.
@@ -33,6 +34,14 @@ EPOCH_IN_LABEL = re.compile(r"(?i)\bepoch\s*(\d+)")
 def bar_label(prefix: str) -> str:
     """The label of a bar (``Epoch 3``), from the text before its counter."""
     return _LABEL_TAIL.sub("", prefix).strip()
+
+
+def bar_key(label: str, total: str | None) -> str:
+    """Which bar a frame belongs to: its label with the numbers masked (``Epoch #``: every
+    epoch's bar is one series, whatever its length: the last epoch of a ``max_steps`` run is
+    shorter); an unlabelled bar by its total (a training loop's bar and an evaluation loop's)."""
+    masked = _DIGITS.sub("#", label)
+    return masked if masked else f"/{total or ''}"
 
 
 class Tqdm:
@@ -77,7 +86,7 @@ class Tqdm:
             self.family,
             metrics,
             epoch=int(epoch.group(1)) if epoch else None,
-            bar=f"{_DIGITS.sub('#', label)}/{total_text or ''}",
+            bar=bar_key(label, total_text),
             counter=counter,
             total=total,
             texts=texts,
@@ -87,4 +96,4 @@ class Tqdm:
         return []
 
 
-__all__ = ["EPOCH_IN_LABEL", "Tqdm", "bar_label"]
+__all__ = ["EPOCH_IN_LABEL", "Tqdm", "bar_key", "bar_label"]
