@@ -166,6 +166,19 @@ def test_validation_values_arriving_mid_epoch_are_recorded_once() -> None:
     assert [step for step, _, m in points if "train_loss_step" in m] == [1, 2, 3, 4, 5, 6]
 
 
+def test_a_step_printing_the_values_of_the_step_before_is_still_recorded() -> None:
+    # Lightning draws each step twice: the new counter with the old values, then the new values
+    frames = [(1, "loss=0.9"), (2, "loss=0.9"), (2, "loss=0.8"), (3, "loss=0.8"), (3, "loss=0.8")]
+    frames += [(4, "loss=0.8"), (4, "loss=0.7")]
+    points = points_of(bar_frames("Epoch 0", 5, frames))
+    assert [(step, m["loss"]) for step, _, m in points] == [(1, 0.9), (2, 0.8), (3, 0.8), (4, 0.7)]
+
+
+def test_the_last_frame_drawn_again_at_the_end_is_not_a_step() -> None:
+    frames = [(1, "loss=0.9"), (2, "loss=0.9"), (2, "loss=0.9")]  # tqdm's close() redraw
+    assert [step for step, _, _ in points_of(bar_frames("epoch 0", 2, frames))] == [1]
+
+
 def test_a_keras_epoch_value_equal_to_the_epoch_before_is_still_recorded() -> None:
     data = (
         b"Epoch 1/3\n10/10 - 0s - loss: 0.5 - val_accuracy: 0.7250\n"

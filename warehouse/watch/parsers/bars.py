@@ -6,7 +6,10 @@ on draws the old postfix before the new one is set; a bar's last frame repeats t
 values. So:
 
 - a frame whose values are all unchanged is a redraw of old values (the bar moved on, or
-  closed): it gives no point;
+  closed): it gives no point; except right after a frame of the same bar at the same counter
+  inside the bar (Lightning's bar draws each step twice: the counter moves with the old
+  values, then the new values are set; when they print the same, the second drawing is still
+  the step's);
 - a metric first shown at the end of a bar (counter = total), at the start of one (counter
   0, a bar reset showing what the last one had), or in the middle of a bar that already showed
   other metrics without it (validation values arriving mid-epoch) is an epoch-level metric:
@@ -68,6 +71,7 @@ class Bars:
         self._bars: dict[str, _Bar] = {}
         self._clock: _Bar | None = None
         self._frames = 0
+        self._last: _Bar | None = None  # the bar of the frame before
 
     def new_epoch(self, prefix: str) -> None:
         """An epoch header was printed: bars named ``prefix...`` start again at their next frame."""
@@ -83,6 +87,7 @@ class Bars:
             bar = self._bars[reading.bar or ""] = _Bar(created=self._frames)
             if reading.family in LAGGING and reading.epoch is not None and reading.total:
                 bar.offset = reading.epoch * reading.total  # "Epoch 2/2" seen alone (a pipe)
+        again, self._last = self._last is bar, bar  # this bar drew the frame before too
         counter = reading.counter
         if (
             counter is not None
@@ -106,13 +111,15 @@ class Bars:
         else:
             bar.finished = None
         lagging = reading.family in LAGGING
-        if not reading.metrics or unchanged or (lagging and bar.position == 0):
-            return None  # a redraw; or, before a step ran, Lightning's sanity check values
         inside = (
             counter is not None
             and counter > 0
             and (reading.total is None or counter < reading.total)
         )
+        if unchanged and not (again and same_counter and inside and not lagging):
+            return None  # a redraw (at the end: tqdm's close() draws the last frame again)
+        if not reading.metrics or (lagging and bar.position == 0):
+            return None  # nothing; or, before a step ran, Lightning's sanity check values
         new: dict[str, float] = {}
         for name, value in reading.metrics.items():
             text = reading.texts.get(name, repr(value))
