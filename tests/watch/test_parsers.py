@@ -179,6 +179,17 @@ def test_the_last_frame_drawn_again_at_the_end_is_not_a_step() -> None:
     assert [step for step, _, _ in points_of(bar_frames("epoch 0", 2, frames))] == [1]
 
 
+def test_a_unit_scaled_bar_gives_final_values_but_no_steps() -> None:
+    # tqdm(unit_scale=True): "2.00k/5.00k" is no step to put a value at
+    data = b"".join(
+        b"\rtrain:  %d%%|##   | %d.00k/5.00k [00:00<00:00, 9.46Mit/s, loss=%s]" % (20 * n, n, v)
+        for n, v in ((1, b"1"), (2, b"0.5"), (3, b"0.333"))
+    )
+    reader = OutputReader()
+    assert reader.feed(data) + reader.close() == []
+    assert reader.assembler.latest == {"loss": 0.333}
+
+
 def test_a_keras_epoch_value_equal_to_the_epoch_before_is_still_recorded() -> None:
     data = (
         b"Epoch 1/3\n10/10 - 0s - loss: 0.5 - val_accuracy: 0.7250\n"

@@ -81,6 +81,8 @@ class Bars:
 
     def read(self, reading: Reading) -> tuple[int, dict[str, float]] | None:
         """The step of this frame and the metrics it records, or None for a redraw."""
+        if reading.counter is None:
+            return None  # a unit-scaled counter ("1.2k/5.0k"): no step to put values at
         self._frames += 1
         bar = self._bars.get(reading.bar or "")
         if bar is None:
@@ -125,7 +127,7 @@ class Bars:
             text = reading.texts.get(name, repr(value))
             per_step = bar.per_step.get(name)
             if per_step is None:
-                per_step = bar.per_step[name] = (inside or counter is None) and not late
+                per_step = bar.per_step[name] = inside and not late
             changed = bar.recorded.get(name) != text
             if changed and inside and not per_step and bar.changed.get(name):
                 bar.per_step[name] = per_step = True
