@@ -24,7 +24,8 @@ class Reading:
 
     ``step``: a global step the text gives (JSON lines). ``epoch``: an epoch the text gives
     (JSON ``"epoch"``, a Keras ``Epoch 3/10`` header, a bar's ``Epoch 2`` label), as printed.
-    Progress bars give ``bar`` (which bar: its label without digits, and its total),
+    Progress bars give ``bar`` (which bar: its label with digits masked, or its total when
+    it has no label: :func:`~warehouse.watch.parsers.tqdm.bar_key`),
     ``counter``/``total`` (its position), and ``texts`` (each value as printed, to tell a
     redraw of old values from a new value). ``final``: a final metric of the run, not a step.
     ``header``: a Keras ``Epoch k/n`` line (no metrics, a new epoch begins).
