@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from warehouse.watch.parsers import Frame, FrameReader, OutputReader, Point
+from warehouse.watch.parsers import Frame, FrameReader, OutputReader, Point, split_metrics
 from warehouse.watch.parsers.json_lines import JsonLines
 from warehouse.watch.parsers.keras import Keras
+from warehouse.watch.parsers.results_table import ResultsTable
 from warehouse.watch.parsers.rich import read_metrics
 from warehouse.watch.parsers.tqdm import Tqdm
 from warehouse.watch.parsers.transformers import TransformersLog
@@ -197,6 +198,72 @@ def test_a_keras_epoch_value_equal_to_the_epoch_before_is_still_recorded() -> No
         b"Epoch 3/3\n10/10 - 0s - loss: 0.3 - val_accuracy: 0.7250\n"
     )
     assert [m.get("val_accuracy") for _, _, m in points_of(data)] == [0.725, 0.725, 0.725]
+
+
+# Lightning 2.6.6's results tables, as printed after trainer.test / trainer.validate
+RICH_TABLE = """\
+┏━━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━┓
+┃        Test metric        ┃       DataLoader 0        ┃
+┡━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━┩
+│         test_acc          │           0.75            │
+│         test_loss         │    0.6166943907737732     │
+└───────────────────────────┴───────────────────────────┘
+[{'test_loss': 0.6166943907737732, 'test_acc': 0.75}]
+"""
+PLAIN_TABLE = """\
+────────────────────────────────────────────────────────────────────────────────────────
+       Test metric             DataLoader 0
+────────────────────────────────────────────────────────────────────────────────────────
+        test_acc                   0.75
+        test_loss           0.6166943907737732
+────────────────────────────────────────────────────────────────────────────────────────
+"""
+
+
+@pytest.mark.parametrize("table", [RICH_TABLE, PLAIN_TABLE], ids=["rich", "plain"])
+def test_lightning_results_table_rows_are_final_metrics(table: str) -> None:
+    reader = OutputReader()
+    assert reader.feed(table.encode()) + reader.close() == []  # no step: no point
+    assert reader.assembler.latest == {"test_acc": 0.75, "test_loss": 0.6166943907737732}
+    assert split_metrics(reader.assembler.latest) == {
+        "test": {"acc": 0.75, "loss": 0.6166943907737732}
+    }
+
+
+def table_metrics(text: str) -> dict[str, float]:
+    parser = ResultsTable()
+    readings = [r for line in text.splitlines() for r in parser.parse(Frame(line)) or []]
+    readings += parser.close()
+    assert all(r.final for r in readings)
+    return {k: v for r in readings for k, v in r.metrics.items()}
+
+
+def test_a_results_table_with_two_dataloaders_names_each_column() -> None:
+    text = """\
+┃        Test metric        ┃       DataLoader 0        ┃       DataLoader 1        ┃
+┡━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━┩
+│         test_acc          │           0.75            │            0.5            │
+│         test_loss         │           0.61            │                           │
+└───────────────────────────┴───────────────────────────┴───────────────────────────┘"""
+    assert table_metrics(text) == {
+        "test_acc/dataloader_idx_0": 0.75,
+        "test_acc/dataloader_idx_1": 0.5,
+        "test_loss/dataloader_idx_0": 0.61,
+    }
+
+
+def test_a_results_table_cell_cut_in_a_narrow_terminal_is_skipped() -> None:
+    text = """\
+┃ Test metric  ┃ DataLoader 0 ┃
+┡━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━┩
+│   test_acc   │     0.75     │
+│  test_loss   │ 1234.567891  │
+│              │     2345     │
+│ test_accura… │     0.5      │
+│ test_accuracy_macro │ 0.6 │
+│ _averaged    │              │
+└──────────────┴──────────────┘"""
+    assert table_metrics(text) == {"test_acc": 0.75}  # cut by a wrap or by Rich's "…"
 
 
 def test_transformers_dict_lines_are_counted_and_keep_the_fractional_epoch() -> None:

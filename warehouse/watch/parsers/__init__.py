@@ -10,7 +10,8 @@ the family parsers in turn (:class:`.reading.FrameParser`), and their readings b
 - :mod:`.keras` — Keras 2 and 3 progress and epoch lines;
 - :mod:`.tqdm` — tqdm postfixes (plain, nested, clipped; Lightning's tqdm bar);
 - :mod:`.rich` — Rich bars (Lightning's ``RichProgressBar``), wrapped metrics;
-- :mod:`.transformers` — the Hugging Face Trainer's log dicts.
+- :mod:`.transformers` — the Hugging Face Trainer's log dicts;
+- :mod:`.results_table` — Lightning's test/validate results table (final metrics).
 
 Values the text does not carry completely are skipped, never guessed. Nothing here raises on
 odd input.
@@ -23,20 +24,21 @@ from warehouse.watch.parsers.json_lines import JsonLines
 from warehouse.watch.parsers.keras import Keras
 from warehouse.watch.parsers.points import Assembler, Point, split_metrics
 from warehouse.watch.parsers.reading import FrameParser, Reading
+from warehouse.watch.parsers.results_table import ResultsTable
 from warehouse.watch.parsers.rich import RichBars
 from warehouse.watch.parsers.tqdm import Tqdm
 from warehouse.watch.parsers.transformers import TransformersLog
 
 FORMATS = (
     'JSON metric lines ({"metric": "loss", "value": 0.3, "step": 10}), Keras 2/3 progress '
-    "and epoch lines, tqdm postfixes (loss=0.12), Lightning's tqdm and Rich bars, and the "
-    "transformers Trainer's log dicts"
+    "and epoch lines, tqdm postfixes (loss=0.12), Lightning's tqdm and Rich bars and its "
+    "test/validate results table, and the transformers Trainer's log dicts"
 )
 
 
 def frame_parsers() -> list[FrameParser]:
     """One parser per family, Rich first (it must see every frame to know where a row ends)."""
-    return [RichBars(), JsonLines(), TransformersLog(), Keras(), Tqdm()]
+    return [RichBars(), ResultsTable(), JsonLines(), TransformersLog(), Keras(), Tqdm()]
 
 
 class OutputReader:
