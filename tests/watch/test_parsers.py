@@ -100,6 +100,35 @@ def test_keras_epoch_lines_number_steps_over_epochs() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "evaluate",
+    [
+        b"2/2 - 0s - 4ms/step - accuracy: 0.6875 - loss: 0.7454\n",  # verbose=2
+        b"1/2 \xe2\x94\x81\xe2\x94\x81 0s 6ms/step - accuracy: 0.7188 - loss: 0.6593"
+        b"2/2 \xe2\x94\x81\xe2\x94\x81 0s 3ms/step - accuracy: 0.6875 - loss: 0.7454\n",  # 1
+    ],
+    ids=["verbose2", "verbose1"],
+)
+def test_keras_evaluate_after_fit_is_neither_steps_nor_final_training_metrics(
+    evaluate: bytes,
+) -> None:
+    # Keras 3.15.1: fit(epochs=2, validation_split=0.25), then evaluate(x_test, y_test)
+    fit = (
+        b"Epoch 1/2\n"
+        b"6/6 - 0s - 5ms/step - accuracy: 0.6875 - loss: 0.6280 - val_accuracy: 0.6094 - "
+        b"val_loss: 0.7299\n"
+        b"Epoch 2/2\n"
+        b"6/6 - 0s - 4ms/step - accuracy: 0.6927 - loss: 0.6214 - val_accuracy: 0.6250 - "
+        b"val_loss: 0.7223\n"
+    )
+    reader = OutputReader()
+    points = reader.feed(fit + evaluate) + reader.close()
+    assert [step for step, _, _ in points] == [6, 12]
+    assert reader.assembler.latest == {
+        "accuracy": 0.6927, "loss": 0.6214, "val_accuracy": 0.625, "val_loss": 0.7223
+    }  # fmt: skip
+
+
 def test_a_clipped_tqdm_bar_keeps_its_complete_pairs_only() -> None:
     line = "epoch 0:  5%| | 2/40 [00:00<00:00, 437.15it/s, acc=0.0645, loss=1.87, lr=0.00"
     assert one(Tqdm(), line) == {"acc": 0.0645, "loss": 1.87}

@@ -6,7 +6,10 @@ Each family's position (see the README's table):
   seen, or, when no line gave steps, is the step numbered by its epoch; a metric line with
   neither is a final metric of the run (no point).
 - Keras: batches counted over the epochs (the counter plus the batches of earlier epochs),
-  epoch as in ``Epoch 3/10`` (from 1).
+  epoch as in ``Epoch 3/10`` (from 1). A bar that starts without an ``Epoch`` header after
+  an epoch's bar finished is ``evaluate()``'s (or ``predict()``'s) after ``fit()``: its values
+  are of other data (often the test set, which Keras does not say), so they are neither steps
+  nor the run's final training metrics, and are left out.
 - tqdm and Rich bars (Lightning's among them): the bar's counter plus the counts of earlier
   bars of the same kind; the epoch is the number in a label such as ``Epoch 0`` or
   ``Epoch 0/2``, as printed (Lightning counts from 0).
@@ -33,13 +36,14 @@ class Assembler:
         self.latest: dict[str, float] = {}
         self._bars = Bars()
         self._epoch: int | None = None  # from Keras' "Epoch k/n"
+        self._epoch_done: tuple[int, int] | None = None  # (counter, total) that ended an epoch
         self._last_step: int | None = None  # of a point whose step the text gave
         self._pending: Point | None = None
 
     def feed(self, reading: Reading) -> list[Point]:
         """Points completed by this reading (usually none or one)."""
         if reading.header:
-            self._epoch = reading.epoch
+            self._epoch, self._epoch_done = reading.epoch, None
             self._bars.new_epoch("keras")
             return []
         if reading.final:
@@ -52,6 +56,8 @@ class Assembler:
             if reading.counter is None:  # Keras 2.0 verbose=2: the epoch line alone
                 step = self._epoch if self._epoch is not None else (self._last_step or 0) + 1
             else:
+                if self._after_fit(reading):
+                    return []
                 read = self._bars.read(reading)
                 if read is None:
                     return []
@@ -77,6 +83,16 @@ class Assembler:
         self.latest.update(metrics)
         self._last_step = step
         return self._add(step, epoch, metrics)
+
+    def _after_fit(self, reading: Reading) -> bool:
+        """A Keras bar begun with no ``Epoch`` header after an epoch's bar ended."""
+        counter, total = reading.counter or 0, reading.total
+        done = self._epoch_done
+        if done is not None and (total != done[1] or counter < done[0]):
+            return True
+        if self._epoch is not None and total is not None and counter >= total:
+            self._epoch_done = (counter, total)
+        return False
 
     def flush(self) -> list[Point]:
         """The point being assembled, if any."""
