@@ -281,6 +281,38 @@ def test_a_results_table_with_two_dataloaders_names_each_column() -> None:
     }
 
 
+def test_one_table_per_dataloader_in_a_narrow_terminal_names_each() -> None:
+    # Lightning 2.6.6 at 64 columns: a table per dataloader, one after the other
+    table = """\
+┏━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓
+┃         Test metric          ┃         DataLoader {n}          ┃
+┡━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩
+│           test_acc           │      {acc}       │
+└──────────────────────────────┴───────────────────────────────┘
+"""
+    text = table.format(n=0, acc="0.75") + table.format(n=1, acc="0.6458333134651184")
+    reader = OutputReader()
+    assert reader.feed(text.encode() + b"Testing done\n") + reader.close() == []
+    assert reader.assembler.latest == {
+        "test_acc/dataloader_idx_0": 0.75,
+        "test_acc/dataloader_idx_1": 0.6458333134651184,
+    }
+
+
+def test_a_rich_bar_drawn_before_the_table_does_not_override_it() -> None:
+    # the bar's row is read where it ends, so the table's full-precision value comes last
+    bar = (
+        "Epoch 1/1  ━━━━━━━━━━━━━━━━━━━━━━━━━ 16/16 0:00:00 • 0:00:00 255.51it/s v_num: 0.000\n"
+        + " " * 72
+        + "val_loss: 0.883\n"
+    )
+    table = RICH_TABLE.replace("Test metric", "Validate metric").replace("test_loss", "val_loss")
+    reader = OutputReader()
+    reader.feed((bar + table).encode())
+    reader.close()
+    assert reader.assembler.latest["val_loss"] == 0.6166943907737732
+
+
 def test_a_results_table_cell_cut_in_a_narrow_terminal_is_skipped() -> None:
     text = """\
 ┃ Test metric  ┃ DataLoader 0 ┃

@@ -67,6 +67,7 @@ class OutputReader:
         for frame in frames:
             for parser in self.parsers:
                 readings = parser.parse(frame)
+                out += self._assemble(parser.ready())  # a block this frame ended, first
                 if readings is not None:
                     out += self._assemble(readings)
                     break

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from warehouse.watch.parsers.frames import Frame
-from warehouse.watch.parsers.reading import Reading, number, whole
+from warehouse.watch.parsers.reading import LineParser, Reading, number, whole
 
 _loads = json.JSONDecoder().decode
 
@@ -28,7 +28,7 @@ def _value(raw: Any) -> float | None:
     return number(raw) if isinstance(raw, str) else None
 
 
-class JsonLines:
+class JsonLines(LineParser):
     """A frame holding one JSON object of metrics."""
 
     family = "json"
@@ -65,9 +65,6 @@ class JsonLines:
             if value is not None:
                 metrics[key] = value
         return Reading(self.family, metrics, step, epoch) if metrics else None
-
-    def close(self) -> list[Reading]:
-        return []
 
 
 __all__ = ["JsonLines"]

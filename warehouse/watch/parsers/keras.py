@@ -16,14 +16,14 @@ from __future__ import annotations
 import re
 
 from warehouse.watch.parsers.frames import Frame
-from warehouse.watch.parsers.reading import NOT_METRICS, Reading, number
+from warehouse.watch.parsers.reading import NOT_METRICS, LineParser, Reading, number
 
 _EPOCH = re.compile(r"\s*Epoch (\d+)/(\d+)\s*\Z")
 _START = re.compile(r"\s*(?:(\d+)/(\d+|Unknown)\b|- )")
 _SEGMENT = re.compile(r"([A-Za-z_][\w./@ -]*?):\s+(\S+)\s*\Z")
 
 
-class Keras:
+class Keras(LineParser):
     """Keras 2 and 3 lines."""
 
     family = "keras"
@@ -62,9 +62,6 @@ class Keras:
             total = None if start.group(2) == "Unknown" else int(start.group(2))
         bar = f"keras/{total}"
         return Reading(self.family, metrics, bar=bar, counter=counter, total=total, texts=texts)
-
-    def close(self) -> list[Reading]:
-        return []
 
 
 __all__ = ["Keras"]

@@ -46,13 +46,27 @@ class Reading:
 class FrameParser(Protocol):
     """One family. ``parse``: None when the frame is not this family's (the next parser gets
     it), else the readings it completes (often one; none while a block is still open).
-    ``close``: what a block still open at the end of the stream held."""
+    ``ready``: readings that the frame just offered completed although it was not this
+    family's (a block it ended: they come before that frame's own). ``close``: what a block
+    still open at the end of the stream held."""
 
     family: str
 
     def parse(self, frame: Frame) -> list[Reading] | None: ...
 
+    def ready(self) -> list[Reading]: ...
+
     def close(self) -> list[Reading]: ...
+
+
+class LineParser:
+    """A family read frame by frame, holding nothing between frames."""
+
+    def ready(self) -> list[Reading]:
+        return []
+
+    def close(self) -> list[Reading]:
+        return []
 
 
 def number(text: str) -> float | None:
@@ -80,4 +94,13 @@ def whole(value: object) -> int | None:
     return None
 
 
-__all__ = ["NAME", "NOT_METRICS", "NUMBER", "FrameParser", "Reading", "number", "whole"]
+__all__ = [
+    "NAME",
+    "NOT_METRICS",
+    "NUMBER",
+    "FrameParser",
+    "LineParser",
+    "Reading",
+    "number",
+    "whole",
+]

@@ -9,11 +9,11 @@ one line and its value on the next (or Rich may cut a long name with ``…``)::
                                                                  0.010 val_loss: 0.190
 
 In a pipe only the last drawing is printed; in a terminal each drawing follows cursor-up and
-erase-line codes. A row ends where the next row (a line starting in the first column) or
-other output begins. The metrics column is read as a sequence of ``name:`` and value tokens;
-a value is taken only when its name is complete, and is dropped when what follows it could be
-the rest of it (a number cut by the wrap); a name right after a fragment may be that
-fragment's tail, so its value is dropped too.
+erase-line codes. A row ends where the next row (a line starting in the first column) or other
+output begins, and is read then, before that output. The metrics column is read as a sequence of
+``name:`` and value tokens; a value is taken only when its name is complete, and is dropped when
+what follows it could be the rest of it (a number cut by the wrap); a name right after a
+fragment may be that fragment's tail, so its value is dropped too.
 """
 
 from __future__ import annotations
@@ -68,13 +68,15 @@ class RichBars:
         self._column = 0
         self._lines: list[str] = []
         self._open = False  # lines that follow may continue the row
+        self._ended: list[Reading] = []  # the row that the frame just offered ended
 
     def parse(self, frame: Frame) -> list[Reading] | None:
         text = frame.text
         if self._continues(text):
             self._lines.append(text[self._column :])
             return []
-        self._open = False  # other output: the row is over (read when the next one begins)
+        if self._open:  # other output: the row is over, read before that output
+            self._ended = self.close()
         if "/" not in text or ("it/s" not in text and "s/it" not in text):
             return None
         m = _ROW.match(text)
@@ -94,6 +96,10 @@ class RichBars:
             and len(text) > column
             and (text[column - 1] == " " or not text[:column].strip())
         )
+
+    def ready(self) -> list[Reading]:
+        ended, self._ended = self._ended, []
+        return ended
 
     def close(self) -> list[Reading]:
         row, self._row = self._row, None

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from warehouse.watch.parsers.frames import Frame
-from warehouse.watch.parsers.reading import NAME, NOT_METRICS, Reading, number
+from warehouse.watch.parsers.reading import NAME, NOT_METRICS, LineParser, Reading, number
 
 # the counter and the opening of the stats: "20/40 [00:01<" or "15it [00:00,"
 _STATS = re.compile(
@@ -44,7 +44,7 @@ def bar_key(label: str, total: str | None) -> str:
     return masked if masked else f"/{total or ''}"
 
 
-class Tqdm:
+class Tqdm(LineParser):
     """tqdm bar frames carrying a postfix."""
 
     family = "tqdm"
@@ -91,9 +91,6 @@ class Tqdm:
             total=total,
             texts=texts,
         )
-
-    def close(self) -> list[Reading]:
-        return []
 
 
 __all__ = ["EPOCH_IN_LABEL", "Tqdm", "bar_key", "bar_label"]

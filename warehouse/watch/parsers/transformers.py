@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 
 from warehouse.watch.parsers.frames import Frame
-from warehouse.watch.parsers.reading import NUMBER, Reading, number
+from warehouse.watch.parsers.reading import NUMBER, LineParser, Reading, number
 
 _ITEM = re.compile(r"'([^'\\]+)': (?:'(" + NUMBER + r")'|(" + NUMBER + r"))(?:, |\}\Z)")
 
 
-class TransformersLog:
+class TransformersLog(LineParser):
     """Trainer log dicts (``'epoch'`` among the keys)."""
 
     family = "transformers"
@@ -53,9 +53,6 @@ class TransformersLog:
             return None
         self.lines += 1
         return Reading(self.family, metrics, step=self.lines, texts=texts)
-
-    def close(self) -> list[Reading]:
-        return []
 
 
 __all__ = ["TransformersLog"]
