@@ -394,6 +394,17 @@ def test_json_epoch_lines_are_one_point_per_epoch_and_a_stepless_metric_is_final
         pytest.param('{"metric": "loss", "value": 0.3, "step": 10}', {"loss": 0.3}, id="step"),
         pytest.param('{"metric": "acc", "value": "0.9", "step": "7"}', {"acc": 0.9}, id="strings"),
         pytest.param('{"step": 4, "loss": 0.2, "note": "x"}', {"loss": 0.2}, id="flat"),
+        pytest.param('{"step": "3", "loss": "0.25"}', {"loss": 0.25}, id="flat-strings"),
+        pytest.param(
+            '{"step": 3, "train": {"loss": 0.2, "acc": "0.9"}, "val": {"loss": 0.3}}',
+            {"train/loss": 0.2, "train/acc": 0.9, "val/loss": 0.3},
+            id="nested",
+        ),
+        pytest.param(
+            '{"step": 1, "a": {"b": {"c": {"d": {"e": {"f": 1.0}}}}}, "g": 2}',
+            {"g": 2.0},
+            id="too-deep-is-data",
+        ),
         pytest.param('{"metric": "loss", "value": 0.3, "step": 10', None, id="truncated"),
         pytest.param('{"metric": "loss", "value": null, "step": 1}', None, id="null-value"),
         pytest.param('{"metric": "ok", "value": true}', None, id="bool-value"),

@@ -4,9 +4,12 @@
   instead of ``"step"``; with neither it is a final metric of the run
   (``{"metric": "final_accuracy", "value": 0.81}``);
 - one object per step: ``{"step": 10, "loss": 0.3, "acc": 0.9}`` (or ``"epoch"``); an object
-  with no position is an ordinary JSON log line, not metrics.
+  with no position is an ordinary JSON log line, not metrics. Nested objects are read with
+  their path: ``{"step": 3, "train": {"loss": 0.2}}`` gives ``train/loss`` (the W&B and
+  TensorBoard way of naming a group).
 
-Values may be numbers or numeric strings; NaN/Infinity come through as floats.
+Values (and positions) may be numbers or numeric strings (``{"step": "3", "loss": "0.25"}``);
+other strings are not metrics. NaN/Infinity come through as floats.
 """
 
 from __future__ import annotations
@@ -26,6 +29,24 @@ def _value(raw: Any) -> float | None:
     if isinstance(raw, int | float):
         return float(raw)
     return number(raw) if isinstance(raw, str) else None
+
+
+_NESTING = 4  # deeper objects are data, not a metric's group
+
+
+def _collect(obj: dict[str, Any], prefix: str, into: dict[str, float], depth: int) -> None:
+    """The numeric leaves of ``obj`` (positions left out at the top), named by their path."""
+    for key, raw in obj.items():
+        if not prefix and key in ("step", "epoch"):
+            continue
+        name = f"{prefix}{key}"
+        if type(raw) is dict:
+            if depth < _NESTING:
+                _collect(raw, f"{name}/", into, depth + 1)
+            continue
+        value = _value(raw)
+        if value is not None:
+            into[name] = value
 
 
 class JsonLines(LineParser):
@@ -58,12 +79,7 @@ class JsonLines(LineParser):
         if step is None and epoch is None:
             return None
         metrics: dict[str, float] = {}
-        for key, raw in obj.items():
-            if key in ("step", "epoch") or isinstance(raw, str):
-                continue
-            value = _value(raw)
-            if value is not None:
-                metrics[key] = value
+        _collect(obj, "", metrics, depth=0)
         return Reading(self.family, metrics, step, epoch) if metrics else None
 
 
