@@ -129,6 +129,23 @@ def test_keras_evaluate_after_fit_is_neither_steps_nor_final_training_metrics(
     }  # fmt: skip
 
 
+def test_a_print_on_the_bars_line_leaves_its_pairs_whole() -> None:
+    line = (
+        "epoch 0:  18%|█▊        | 7/40 [00:00<00:00, 425.82it/s, acc=0.208, loss=1.58, "
+        "lr=0.000913][ckpt] saved checkpoints/step_8.pt (8 batches seen)"
+    )
+    assert one(Tqdm(), line) == {"acc": 0.208, "loss": 1.58, "lr": 0.000913}
+
+
+def test_epoch_lines_printed_by_hand_are_one_point_per_epoch() -> None:
+    data = b"Epoch 1/5 - loss: 0.4644 - acc: 0.9492\nEpoch 2/5 - loss: 0.3727 - acc: 0.9688\n"
+    assert points_of(data) == [
+        (1, 1, {"loss": 0.4644, "acc": 0.9492}),
+        (2, 2, {"loss": 0.3727, "acc": 0.9688}),
+    ]
+    assert points_of(b"Epoch 1/5 - starting\n") == []  # no metric: not an epoch line
+
+
 def test_a_clipped_tqdm_bar_keeps_its_complete_pairs_only() -> None:
     line = "epoch 0:  5%| | 2/40 [00:00<00:00, 437.15it/s, acc=0.0645, loss=1.87, lr=0.00"
     assert one(Tqdm(), line) == {"acc": 0.0645, "loss": 1.87}

@@ -7,8 +7,10 @@ segments (names may hold spaces: ``top 2 acc``, ``val_top 2 acc``)::
     12/12 [==============================] - 1s 15ms/step - loss: 0.8843 - acc: 0.6719
     12/12 - 1s - loss: 0.8843 - acc: 0.6719 - val_loss: 0.2295 - 870ms/epoch - 72ms/step
      - 12s - loss: 0.4097 - acc: 0.8078                     (Keras 2.0, verbose=2)
+    Epoch 3/10 - loss: 0.3228 - acc: 0.9727                 (the same, printed by hand)
 
-The counter (batches in this epoch) is the position; ``ETA: 7s`` is not a metric.
+The counter (batches in this epoch) is the position; ``ETA: 7s`` is not a metric. A line
+with no counter is the epoch's: its step is the epoch.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from warehouse.watch.parsers.frames import Frame
 from warehouse.watch.parsers.reading import NOT_METRICS, LineParser, Reading, number
 
 _EPOCH = re.compile(r"\s*Epoch (\d+)/(\d+)\s*\Z")
+_EPOCH_LINE = re.compile(r"\s*Epoch (\d+)/(\d+)(?= - )")  # a header with the epoch's metrics
 _START = re.compile(r"\s*(?:(\d+)/(\d+|Unknown)\b|- )")
 _SEGMENT = re.compile(r"([A-Za-z_][\w./@ -]*?):\s+(\S+)\s*\Z")
 
@@ -29,11 +32,17 @@ class Keras(LineParser):
     family = "keras"
 
     def parse(self, frame: Frame) -> list[Reading] | None:
-        reading = self._read(frame)
+        text = frame.text
+        line = _EPOCH_LINE.match(text)
+        if line is not None:  # "Epoch 3/10 - loss: 0.32": the header, then the epoch's line
+            epoch_line = self._read(text[line.end() :])
+            if epoch_line is None:
+                return None
+            return [Reading(self.family, epoch=int(line.group(1)), header=True), epoch_line]
+        reading = self._read(text)
         return None if reading is None else [reading]
 
-    def _read(self, frame: Frame) -> Reading | None:
-        text = frame.text
+    def _read(self, text: str) -> Reading | None:
         if text.lstrip().startswith("Epoch"):
             m = _EPOCH.match(text)
             if m:

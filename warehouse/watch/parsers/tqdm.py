@@ -8,7 +8,8 @@ The postfix (``name=value`` after the rate) holds the metrics; the bar's label (
 one, its total) names the bar (an inner bar drawn on the next line is another bar), its counter
 the position. A bar
 cut at the terminal's width has no closing ``]``: its last pair may be cut anywhere (mid-name
-or mid-value), so only the pairs before it are read. Unit-scaled counters (``1.2k/5k``) give
+or mid-value), so only the pairs before it are read. Text after the ``]`` is other output that
+a ``print`` put on the bar's line. Unit-scaled counters (``1.2k/5k``) give
 no position.
 """
 
@@ -61,8 +62,9 @@ class Tqdm(LineParser):
         if m is None:
             return None
         inside = text[m.end() :]
-        closed = inside.endswith("]")
-        parts = _COMMA.split(inside[:-1] if closed else inside)
+        end = inside.find("]")  # what follows it is other output on the same line (a print)
+        closed = end >= 0
+        parts = _COMMA.split(inside[:end] if closed else inside)
         if not closed:
             parts = parts[:-1]  # cut at the terminal's width: the last pair may be cut
         metrics: dict[str, float] = {}
