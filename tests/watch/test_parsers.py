@@ -13,6 +13,7 @@ import pytest
 from warehouse.watch.parsers import Frame, FrameReader, OutputReader, Point, split_metrics
 from warehouse.watch.parsers.json_lines import JsonLines
 from warehouse.watch.parsers.keras import Keras
+from warehouse.watch.parsers.log_lines import LogLines
 from warehouse.watch.parsers.results_table import ResultsTable
 from warehouse.watch.parsers.rich import read_metrics
 from warehouse.watch.parsers.tqdm import Tqdm
@@ -144,6 +145,62 @@ def test_epoch_lines_printed_by_hand_are_one_point_per_epoch() -> None:
         (2, 2, {"loss": 0.3727, "acc": 0.9688}),
     ]
     assert points_of(b"Epoch 1/5 - starting\n") == []  # no metric: not an epoch line
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("INFO:root:step 5 loss=1.7650 acc=0.5614", (5, None, {"loss": 1.765, "acc": 0.5614})),
+        (
+            "2026-11-24 19:50:13,669 INFO train: step=5 loss=1.7650 acc=0.5614",
+            (5, None, {"loss": 1.765, "acc": 0.5614}),
+        ),
+        ("epoch=2 global_step=120 loss=0.31 lr=3e-4", (120, 2, {"loss": 0.31, "lr": 3e-4})),
+        ("iter: 7, loss=nan", (7, None, {"loss": math.nan})),
+        ("lr=0.001 batch_size=32", None),  # a config print: no position
+        ("Total optimization steps = 27", None),
+        ("step=3 done", None),  # no metric
+    ],
+)
+def test_log_lines_naming_their_step(
+    line: str, expected: tuple[int, int | None, dict[str, float]] | None
+) -> None:
+    readings = LogLines().parse(Frame(line))
+    if expected is None:
+        assert readings is None
+        return
+    assert readings is not None
+    (reading,) = readings
+    assert (reading.step, reading.epoch) == expected[:2]
+    assert reading.metrics.keys() == expected[2].keys()
+    for name, value in expected[2].items():
+        got = reading.metrics[name]
+        assert got == value or (math.isnan(got) and math.isnan(value))
+
+
+def test_an_epoch_log_line_attaches_to_the_last_step() -> None:
+    data = b"step=5 loss=0.9\nstep=10 loss=0.8\nepoch=1 val_loss=0.85\n"
+    assert points_of(data) == [(5, None, {"loss": 0.9}), (10, 1, {"loss": 0.8, "val_loss": 0.85})]
+
+
+def test_an_outer_bar_follows_inner_bars_that_carry_no_values() -> None:
+    # tqdm: val_* on the outer bar only; inner "Epoch N" bars (leave=False) show no postfix;
+    # the outer bar is drawn first, when it is made
+    data = b"\rTraining:   0%|    | 0/2 [00:00<?, ?it/s]"
+    for epoch in (1, 2):
+        data += b"".join(
+            b"\n\rEpoch %d: %d%%|#   | %d/3 [00:00<00:00, 9.00it/s]\x1b[A" % (epoch, 33 * n, n)
+            for n in (1, 2, 3)
+        )
+        data += b"\rTraining: %d%%|#   | %d/2 [00:00<00:00, 9it/s, val_loss=0.%d]" % (
+            50 * (epoch - 1),
+            epoch - 1,
+            9 - epoch,
+        )
+    assert [(step, m) for step, _, m in points_of(data)] == [
+        (3, {"val_loss": 0.8}),
+        (6, {"val_loss": 0.7}),
+    ]
 
 
 def test_a_clipped_tqdm_bar_keeps_its_complete_pairs_only() -> None:

@@ -11,7 +11,8 @@ the family parsers in turn (:class:`.reading.FrameParser`), and their readings b
 - :mod:`.tqdm` — tqdm postfixes (plain, nested, clipped; Lightning's tqdm bar);
 - :mod:`.rich` — Rich bars (Lightning's ``RichProgressBar``), wrapped metrics;
 - :mod:`.transformers` — the Hugging Face Trainer's log dicts;
-- :mod:`.results_table` — Lightning's test/validate results table (final metrics).
+- :mod:`.results_table` — Lightning's test/validate results table (final metrics);
+- :mod:`.log_lines` — hand-written log lines naming their step (``step=5 loss=0.12``).
 
 Values the text does not carry completely are skipped, never guessed. Nothing here raises on
 odd input.
@@ -22,6 +23,7 @@ from __future__ import annotations
 from warehouse.watch.parsers.frames import Frame, FrameReader
 from warehouse.watch.parsers.json_lines import JsonLines
 from warehouse.watch.parsers.keras import Keras
+from warehouse.watch.parsers.log_lines import LogLines
 from warehouse.watch.parsers.points import Assembler, Point, split_metrics
 from warehouse.watch.parsers.reading import FrameParser, Reading
 from warehouse.watch.parsers.results_table import ResultsTable
@@ -32,13 +34,14 @@ from warehouse.watch.parsers.transformers import TransformersLog
 FORMATS = (
     'JSON metric lines ({"metric": "loss", "value": 0.3, "step": 10}), Keras 2/3 progress '
     "and epoch lines, tqdm postfixes (loss=0.12), Lightning's tqdm and Rich bars and its "
-    "test/validate results table, and the transformers Trainer's log dicts"
+    "test/validate results table, the transformers Trainer's log dicts, and log lines "
+    "naming their step (step=5 loss=0.12)"
 )
 
 
 def frame_parsers() -> list[FrameParser]:
     """One parser per family, Rich first (it must see every frame to know where a row ends)."""
-    return [RichBars(), ResultsTable(), JsonLines(), TransformersLog(), Keras(), Tqdm()]
+    return [RichBars(), ResultsTable(), JsonLines(), TransformersLog(), Keras(), Tqdm(), LogLines()]
 
 
 class OutputReader:

@@ -25,9 +25,9 @@ before the step's values were set, so its per-step values are taken only from a 
 same counter that shows new values; its epoch-level values are certain.
 
 A bar's position is its counter plus the counts of the bars of the same kind before it (bars
-restart every epoch), so the series is global. With several bars carrying metrics (nested
-bars), the fastest one (the largest position) is the clock: the others' values are recorded
-at its current step.
+restart every epoch), so the series is global. With several bars (nested bars, with metrics
+or without), the fastest one (the largest position) is the clock: the others' values are
+recorded at its current step.
 """
 
 from __future__ import annotations
@@ -112,6 +112,14 @@ class Bars:
             bar.finished = bar.finished or self._frames
         else:
             bar.finished = None
+        clock = self._clock  # every bar's frame moves the clock, with values or without
+        if (
+            clock is None
+            or clock is bar
+            or bar.position > clock.position
+            or (clock.finished is not None and bar.created > clock.finished)
+        ):
+            self._clock = clock = bar
         lagging = reading.family in LAGGING
         inside = (
             counter is not None
@@ -137,14 +145,6 @@ class Bars:
             if per_step or changed:
                 new[name] = value
                 bar.recorded[name] = text
-        clock = self._clock
-        if (
-            clock is None
-            or clock is bar
-            or bar.position > clock.position
-            or (clock.finished is not None and bar.created > clock.finished)
-        ):
-            self._clock = clock = bar
         return clock.position, new
 
 
