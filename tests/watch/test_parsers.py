@@ -203,6 +203,28 @@ def test_an_outer_bar_follows_inner_bars_that_carry_no_values() -> None:
     ]
 
 
+def test_a_stale_tqdm_counter_places_each_drawing_at_its_step_when_they_add_up() -> None:
+    # tqdm(loader) + set_postfix each batch, default mininterval: the iterator moves the
+    # counter only at its own (timed) drawings, set_postfix draws at every step
+    frames = [(0, "loss=1.4"), (0, "loss=1.34"), (0, "loss=1.35"), (3, "loss=1.35")]
+    frames += [(3, "loss=1.2"), (3, "loss=1.1"), (5, "loss=1.1")]
+    points = points_of(bar_frames("", 5, frames))
+    assert [(step, m["loss"]) for step, _, m in points] == [
+        (0, 1.4), (1, 1.34), (2, 1.35), (3, 1.2), (4, 1.1),
+    ]  # fmt: skip
+
+
+def test_a_stale_tqdm_counter_whose_drawings_do_not_add_up_is_not_guessed() -> None:
+    # three drawings at counter 0, then the counter moves by 5: which steps they were is unknown
+    frames = [(0, "loss=1.4"), (0, "loss=1.34"), (0, "loss=1.35"), (5, "loss=1.35")]
+    assert [(step, m["loss"]) for step, _, m in points_of(bar_frames("", 9, frames))] == [(0, 1.4)]
+
+
+def test_accelerate_style_epoch_dict_lines() -> None:
+    data = b"epoch 0: {'accuracy': 0.796875, 'f1': 0.7796610169491526}\n"
+    assert points_of(data) == [(0, 0, {"accuracy": 0.796875, "f1": 0.7796610169491526})]
+
+
 def test_a_clipped_tqdm_bar_keeps_its_complete_pairs_only() -> None:
     line = "epoch 0:  5%| | 2/40 [00:00<00:00, 437.15it/s, acc=0.0645, loss=1.87, lr=0.00"
     assert one(Tqdm(), line) == {"acc": 0.0645, "loss": 1.87}

@@ -18,7 +18,14 @@ values. So:
 - an epoch-level metric that changes on two of the bar's frames in a row, inside the bar, is
   per step after all;
 - the other metrics are per step: each frame that shows new values records them all (a value
-  may repeat from one step to the next).
+  may repeat from one step to the next), once per counter: a bar drawn again at the same
+  counter with new values again has a stale counter (tqdm's iterator moves its counter only
+  every ``mininterval``, while ``set_postfix`` draws at every step), so which step those
+  values belong to is unknown and they are skipped; so are values changing again at counter
+  0 (elsewhere a metric shown only now and then, as validation values are, is left alone).
+  For a tqdm bar that is the clock they are kept aside: when its counter then moves by k and
+  exactly k - 1 such drawings came between, each drawing was one step (``set_postfix`` once a
+  step), and they are recorded at the steps in between.
 
 Lightning's Rich bar is drawn by a timer thread, sometimes after the counter moved but
 before the step's values were set, so its per-step values are taken only from a redraw at the
@@ -52,6 +59,8 @@ class _Bar:
     per_step: dict[str, bool] = field(default_factory=dict)
     recorded: dict[str, str] = field(default_factory=dict)  # last text recorded, per metric
     changed: dict[str, bool] = field(default_factory=dict)  # on the last frame showing it
+    taken: tuple[int, int] | None = None  # (offset, counter) whose values were read
+    stale: list[dict[str, float]] = field(default_factory=list)  # drawn there since (tqdm)
     created: int = 0  # the frame count (of all bars) when this bar was first drawn
     finished: int | None = None  # the frame count when its counter reached its total
 
@@ -72,6 +81,7 @@ class Bars:
         self._clock: _Bar | None = None
         self._frames = 0
         self._last: _Bar | None = None  # the bar of the frame before
+        self.between: list[tuple[int, dict[str, float]]] = []  # steps a stale counter skipped
 
     def new_epoch(self, prefix: str) -> None:
         """An epoch header was printed: bars named ``prefix...`` start again at their next frame."""
@@ -91,6 +101,7 @@ class Bars:
                 bar.offset = reading.epoch * reading.total  # "Epoch 2/2" seen alone (a pipe)
         again, self._last = self._last is bar, bar  # this bar drew the frame before too
         counter = reading.counter
+        self._settle(bar, reading)
         if (
             counter is not None
             and bar.counter is not None
@@ -126,7 +137,11 @@ class Bars:
             and counter > 0
             and (reading.total is None or counter < reading.total)
         )
-        if unchanged and not (again and same_counter and inside and not lagging):
+        here = (bar.offset, counter)
+        taken = bar.taken == here  # this counter's step was read: it is stale now
+        if taken and reading.family == "tqdm" and reading.metrics:
+            bar.stale.append(dict(reading.metrics))
+        if unchanged and not (again and same_counter and inside and not lagging and not taken):
             return None  # a redraw (at the end: tqdm's close() draws the last frame again)
         if not reading.metrics or (lagging and bar.position == 0):
             return None  # nothing; or, before a step ran, Lightning's sanity check values
@@ -142,10 +157,28 @@ class Bars:
             bar.changed[name] = changed
             if per_step and lagging and not same_counter:
                 continue  # drawn before or after this step's values were set: unknown
+            if taken and (per_step or counter == 0):
+                continue  # a stale counter: the step these values belong to is unknown
             if per_step or changed:
                 new[name] = value
                 bar.recorded[name] = text
+                bar.taken = here
         return clock.position, new
+
+    def _settle(self, bar: _Bar, reading: Reading) -> None:
+        """Before ``bar`` moves to this frame's counter: the drawings kept at its stale counter
+        are the steps it skipped if there is one for each (see the module docstring)."""
+        stale, bar.stale = bar.stale, []
+        counter, taken = reading.counter, bar.taken
+        if not stale or taken is None or counter is None or bar.counter is None:
+            return
+        if bar.restart or taken != (bar.offset, bar.counter) or bar is not self._clock:
+            return
+        if counter - bar.counter == len(stale) + 1:
+            start = bar.offset + bar.counter + 1
+            self.between += [(start + i, metrics) for i, metrics in enumerate(stale)]
+        elif counter == bar.counter:
+            bar.stale = stale  # still drawing at that counter
 
 
 __all__ = ["Bars"]

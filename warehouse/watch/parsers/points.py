@@ -65,9 +65,12 @@ class Assembler:
         elif reading.bar is not None:
             self.latest.update(metrics)  # the last drawing holds the last values, step or not
             read = self._bars.read(reading)
+            between = self._between(epoch)
             if read is None:
-                return []
+                return between
             step, metrics = read
+            if between:
+                return between + self._point(step, epoch, metrics)
         elif reading.step is not None:
             step = reading.step
         elif reading.epoch is not None:  # a JSON line with an epoch alone
@@ -78,11 +81,8 @@ class Assembler:
             return self._add(step, epoch, metrics)
         else:
             return []
-        if not metrics:
-            return []
         self.latest.update(metrics)
-        self._last_step = step
-        return self._add(step, epoch, metrics)
+        return self._point(step, epoch, metrics)
 
     def _after_fit(self, reading: Reading) -> bool:
         """A Keras bar begun with no ``Epoch`` header after an epoch's bar ended."""
@@ -93,6 +93,20 @@ class Assembler:
         if self._epoch is not None and total is not None and counter >= total:
             self._epoch_done = (counter, total)
         return False
+
+    def _between(self, epoch: int | None) -> list[Point]:
+        """Points of the steps a stale tqdm counter skipped, now placed."""
+        out: list[Point] = []
+        for step, metrics in self._bars.between:
+            out += self._point(step, epoch, metrics)
+        self._bars.between = []
+        return out
+
+    def _point(self, step: int, epoch: int | None, metrics: dict[str, float]) -> list[Point]:
+        if not metrics:
+            return []
+        self._last_step = step
+        return self._add(step, epoch, metrics)
 
     def flush(self) -> list[Point]:
         """The point being assembled, if any."""
