@@ -128,6 +128,13 @@ def cases(home: Path) -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], A
             ).fetchall()
         ]
 
+    # each run beside the best before it (DuckDB's side of over-time and its records)
+    records_cte = f"""WITH s AS (
+              SELECT run_id, ended_at, "{METRIC}" AS v,
+                max("{METRIC}") OVER (ORDER BY ended_at, run_id
+                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+              FROM '{catalog}' WHERE isfinite("{METRIC}") AND ended_at IS NOT NULL)"""
+
     def wh_over_time(s: Any) -> Any:
         points = views.over_time(s, "val.acc", "max")
         return (len(points), sum(bool(p["is_new_best"]) for p in points), points[-1]["best_run_id"])
@@ -135,11 +142,7 @@ def cases(home: Path) -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], A
     def duck_over_time(con: Any) -> Any:
         n, new, last = con.execute(
             f"""
-            WITH s AS (
-              SELECT run_id, ended_at, "{METRIC}" AS v,
-                max("{METRIC}") OVER (ORDER BY ended_at, run_id
-                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
-              FROM '{catalog}' WHERE isfinite("{METRIC}") AND ended_at IS NOT NULL)
+            {records_cte}
             SELECT count(*), count(*) FILTER (WHERE before IS NULL OR v > before),
               first(run_id ORDER BY v DESC, ended_at, run_id)
             FROM s
@@ -154,11 +157,7 @@ def cases(home: Path) -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], A
     def duck_records(con: Any) -> Any:
         rows = con.execute(
             f"""
-            WITH s AS (
-              SELECT run_id, ended_at, "{METRIC}" AS v,
-                max("{METRIC}") OVER (ORDER BY ended_at, run_id
-                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
-              FROM '{catalog}' WHERE isfinite("{METRIC}") AND ended_at IS NOT NULL)
+            {records_cte}
             SELECT run_id FROM s WHERE before IS NULL OR v > before ORDER BY ended_at, run_id
             """
         ).fetchall()

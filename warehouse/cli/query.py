@@ -25,6 +25,7 @@ from warehouse.output import Format, info, render
 
 if TYPE_CHECKING:
     from warehouse.settings import Settings
+    from warehouse.stores.base import RunQuery
 
 
 class DirectionChoice(StrEnum):
@@ -304,14 +305,15 @@ def _csv_from_columns(
 
     from warehouse.docpath import project
     from warehouse.output import OutputClosed
-    from warehouse.query.lookup import parse_sort
-    from warehouse.query.status import STATUS_FIELDS, lost_aware, shown_status
-    from warehouse.stores.base import RunQuery
+    from warehouse.query.status import STATUS_FIELDS, shown_status
 
     now = datetime.now(UTC)
     seen = (*RUN_TABLE_FIELDS, "metrics", "primary_metric", *STATUS_FIELDS)  # as views.runs
-    query = RunQuery(filter=lost_aware(filter), sort=tuple(map(parse_sort, sort)), limit=most)
-    plan = export(query, RUN_TABLE_FIELDS, lambda doc: shown_status(project(doc, seen), now))
+    plan = export(
+        _run_query(filter, sort, most),
+        RUN_TABLE_FIELDS,
+        lambda doc: shown_status(project(doc, seen), now),
+    )
     if plan is None:
         return None
     before(len(plan.rows))
@@ -343,15 +345,21 @@ def _json_documents(
         return None
     from datetime import UTC, datetime
 
-    from warehouse.query.lookup import parse_sort
-    from warehouse.query.status import lost_aware, with_shown_status
-    from warehouse.stores.base import RunQuery
+    from warehouse.query.status import with_shown_status
 
     now = datetime.now(UTC)
-    query = RunQuery(filter=lost_aware(filter), sort=tuple(map(parse_sort, sort)), limit=most)
-    count, docs = read(query)
+    count, docs = read(_run_query(filter, sort, most))
     before(count)
     return render_rows((with_shown_status([doc], now)[0] for doc in docs), Format.json)
+
+
+def _run_query(filter: str | None, sort: Sequence[str], most: int | None) -> RunQuery:
+    """The ``RunQuery`` of ``query runs``' flags, ``status:lost`` spelled in stored fields."""
+    from warehouse.query.lookup import parse_sort
+    from warehouse.query.status import lost_aware
+    from warehouse.stores.base import RunQuery
+
+    return RunQuery(filter=lost_aware(filter), sort=tuple(map(parse_sort, sort)), limit=most)
 
 
 def _primary_path(

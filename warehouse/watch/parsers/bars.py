@@ -91,7 +91,8 @@ class Bars:
 
     def read(self, reading: Reading) -> tuple[int, dict[str, float]] | None:
         """The step of this frame and the metrics it records, or None for a redraw."""
-        if reading.counter is None:
+        counter = reading.counter
+        if counter is None:
             return None  # a unit-scaled counter ("1.2k/5.0k"): no step to put values at
         self._frames += 1
         bar = self._bars.get(reading.bar or "")
@@ -100,13 +101,8 @@ class Bars:
             if reading.family in LAGGING and reading.epoch is not None and reading.total:
                 bar.offset = reading.epoch * reading.total  # "Epoch 2/2" seen alone (a pipe)
         again, self._last = self._last is bar, bar  # this bar drew the frame before too
-        counter = reading.counter
         self._settle(bar, reading)
-        if (
-            counter is not None
-            and bar.counter is not None
-            and (bar.restart or counter < bar.counter)
-        ):
+        if bar.counter is not None and (bar.restart or counter < bar.counter):
             done = bar.counter
             if bar.total is not None and bar.counter <= bar.total:
                 done = bar.total
@@ -132,11 +128,7 @@ class Bars:
         ):
             self._clock = clock = bar
         lagging = reading.family in LAGGING
-        inside = (
-            counter is not None
-            and counter > 0
-            and (reading.total is None or counter < reading.total)
-        )
+        inside = counter > 0 and (reading.total is None or counter < reading.total)
         here = (bar.offset, counter)
         taken = bar.taken == here  # this counter's step was read: it is stale now
         if taken and reading.family == "tqdm" and reading.metrics:
