@@ -342,14 +342,14 @@ def whole_process(home: Path, runs: int, repeat: int, sample_run: str | None) ->
 
 
 def stream_rows(home: Path, sample_run: str, label: str) -> Row:
-    """In process: ``warehouse.streaming.write_csv_batches`` vs pyarrow's CSV writer, one
+    """In process: ``warehouse.history.streaming.write_csv_batches`` vs pyarrow's CSV writer, one
     split's Parquet file batch by batch, to /dev/null; peak RSS of each in its own process."""
     path = home / "samples" / sample_run / "val.parquet"
     code = (
         "import resource, sys, time, pyarrow.parquet as pq\n"
         "f = pq.ParquetFile(sys.argv[2]); t = time.perf_counter()\n"
         "if sys.argv[1] == 'ours':\n"
-        "    from warehouse.streaming import write_csv_batches\n"
+        "    from warehouse.history.streaming import write_csv_batches\n"
         "    with open('/dev/null', 'w') as out:\n"
         "        n = write_csv_batches(f.iter_batches(batch_size=65536), out)\n"
         "else:\n"

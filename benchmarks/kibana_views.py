@@ -49,11 +49,11 @@ def measure(es_url: str, runs: int, repeat: int) -> dict[str, Any]:
     from elasticsearch import Elasticsearch
 
     from tests.kibana.test_scale import CONTEXT, NOW, SPAN, cli_filter, make_runs
+    from warehouse.dashboards.vega import kibana_request, spec_for_kibana
     from warehouse.query import views
     from warehouse.settings import load
     from warehouse.stores import open_store
     from warehouse.stores.elastic import init_elasticsearch
-    from warehouse.vega import kibana_request, spec_for_kibana
 
     settings = load(
         cli={

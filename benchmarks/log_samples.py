@@ -51,7 +51,7 @@ def main() -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from warehouse.recorder import start_run
+    from warehouse.recording.recorder import start_run
     from warehouse.settings import load
 
     rows = make_rows(args.rows)

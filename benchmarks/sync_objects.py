@@ -34,7 +34,7 @@ from s3_upload import _free_port, moto_server  # noqa: E402
 BUCKET = "sync-bench"
 RECORD = """
 import os, sys
-from warehouse.recorder import start_run
+from warehouse.recording.recorder import start_run
 run = start_run(experiment="sync-bench", config={})
 size = int(sys.argv[2])
 for i in range(int(sys.argv[1])):

@@ -598,7 +598,7 @@ def test_samples_csv_streams_from_the_store_without_listing_rows(
                 ]
             ),
         )
-    from warehouse import streaming
+    from warehouse.history import streaming
 
     seen: list[int] = []
     real_writer = streaming.write_csv_batches
@@ -614,7 +614,7 @@ def test_samples_csv_streams_from_the_store_without_listing_rows(
 
         return real_writer(counted(), out, **options)
 
-    monkeypatch.setattr("warehouse.streaming.write_csv_batches", spy)
+    monkeypatch.setattr("warehouse.history.streaming.write_csv_batches", spy)
     result = query("samples", "--run", rid("ee"), "--limit", "0", "-f", "csv")
     assert sum(seen) == n
     assert len(result.stdout.splitlines()) == n + 1

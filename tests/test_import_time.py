@@ -87,7 +87,7 @@ def test_the_console_script_help_exits_0_and_lists_query() -> None:
 
 
 def test_the_streaming_writers_and_export_load_arrow_only_when_they_write() -> None:
-    assert loaded_after("import warehouse.streaming, warehouse.export") == []
+    assert loaded_after("import warehouse.history.streaming, warehouse.history.export") == []
 
 
 def test_the_step_logger_loads_no_table_library_or_json_encoder() -> None:
@@ -111,7 +111,7 @@ _RECORD_A_RUN = """
     import os, tempfile
     os.environ["WAREHOUSE_HOME"] = tempfile.mkdtemp()
     os.environ["WAREHOUSE_CONSOLE"] = "0"
-    from warehouse.recorder import start_run
+    from warehouse.recording.recorder import start_run
     run = start_run(experiment="e", config={"lr": 0.1})
     for step in range(3):
         run.log_step(step, loss=1.0 / (step + 1))
@@ -125,7 +125,7 @@ _RECORD_A_RUN = """
 def test_recording_a_run_loads_no_table_library() -> None:
     """A training script that records (or ``warehouse watch``, whose overhead on a short
     command is bounded: issue 15) writes JSON files and journal lines: numpy and pyarrow
-    wait for the first query (``warehouse.lazy``)."""
+    wait for the first query (``warehouse.stores.lazy``)."""
     loaded = loaded_after(_RECORD_A_RUN.strip("\n").lstrip())
     assert "numpy" not in loaded
     assert "pyarrow" not in loaded
@@ -177,7 +177,7 @@ _QUERY = """
 )
 def test_a_query_loads_arrow_but_not_pandas(tmp_path: Path, argv: list[str]) -> None:
     """pyarrow imports pandas (~0.2 s) on its first conversion of a Python value, only to
-    check whether it is a pandas object: a query command refuses it (warehouse.lazy)."""
+    check whether it is a pandas object: a query command refuses it (warehouse.stores.lazy)."""
     from warehouse.models import Run
     from warehouse.stores.local import LocalStore
 

@@ -1,7 +1,7 @@
 """The codebase's shape, checked over its syntax trees: no import cycles, no oversized modules.
 
 A *unit* is a subpackage of ``warehouse`` (``warehouse.stores``) or a top-level module
-(``warehouse.run``). An edge is any import from one unit into another, the lazy ones inside
+(``warehouse.errors``). An edge is any import from one unit into another, the lazy ones inside
 functions included: deferring an import keeps the CLI fast but does not make a dependency go
 away. Only ``TYPE_CHECKING`` blocks (annotations) and the package's own lazy re-exports in
 ``warehouse/__init__.py`` are not edges. Units must form a DAG.
@@ -17,7 +17,7 @@ MAX_LINES = 600
 
 
 def unit_of(module: str) -> str:
-    """``warehouse.stores.elastic`` -> ``warehouse.stores``; ``warehouse.run`` stays."""
+    """``warehouse.stores.elastic`` -> ``warehouse.stores``; ``warehouse.errors`` stays."""
     parts = module.split(".")
     if len(parts) >= 2 and (PACKAGE / parts[1]).is_dir():
         return ".".join(parts[:2])

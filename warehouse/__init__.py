@@ -31,11 +31,11 @@ _EXPORTS = {
     "slices": "warehouse.query.api",
     "replicates": "warehouse.query.api",
     "Result": "warehouse.query.api",
-    "start_run": "warehouse.recorder",
-    "current_run": "warehouse.recorder",
-    "log_step": "warehouse.recorder",
-    "ActiveRun": "warehouse.run",
-    "Recorder": "warehouse.recorder",
+    "start_run": "warehouse.recording.recorder",
+    "current_run": "warehouse.recording.recorder",
+    "log_step": "warehouse.recording.recorder",
+    "ActiveRun": "warehouse.recording.run",
+    "Recorder": "warehouse.recording.recorder",
     "Run": "warehouse.models",
     "RunStatus": "warehouse.models",
     "SampleResult": "warehouse.models",
@@ -137,19 +137,19 @@ if TYPE_CHECKING:
     from warehouse.query.api import (
         steps as steps,
     )
-    from warehouse.recorder import (
+    from warehouse.recording.recorder import (
         Recorder as Recorder,
     )
-    from warehouse.recorder import (
+    from warehouse.recording.recorder import (
         current_run as current_run,
     )
-    from warehouse.recorder import (
+    from warehouse.recording.recorder import (
         log_step as log_step,
     )
-    from warehouse.recorder import (
+    from warehouse.recording.recorder import (
         start_run as start_run,
     )
-    from warehouse.run import (
+    from warehouse.recording.run import (
         ActiveRun as ActiveRun,
     )
     from warehouse.settings import (

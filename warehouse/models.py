@@ -326,7 +326,7 @@ def config_hash(config: Mapping[str, Any], seed_keys: Collection[str] = ()) -> s
     import hashlib
     import json
 
-    from warehouse.docpath import flatten
+    from warehouse.filters.docpath import flatten
 
     kept = {
         key: value

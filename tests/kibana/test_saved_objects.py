@@ -16,8 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from warehouse.cli import app
-from warehouse.errors import BackendUnavailable, ConfigurationError, NotFound
-from warehouse.kibana import (
+from warehouse.dashboards.kibana import (
     NDJSON_NAME,
     check_saved_objects,
     export_objects,
@@ -28,8 +27,9 @@ from warehouse.kibana import (
     saved_objects,
     to_ndjson,
 )
+from warehouse.dashboards.vega import VIEWS, spec_for_kibana
+from warehouse.errors import BackendUnavailable, ConfigurationError, NotFound
 from warehouse.settings import load
-from warehouse.vega import VIEWS, spec_for_kibana
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "kibana" / NDJSON_NAME

@@ -28,11 +28,11 @@ from tests.kibana.test_vega_views import (
     plotted,
 )
 from tests.servers import wipe_prefix
+from warehouse.dashboards.vega import auto_interval, kibana_request, spec_for_kibana
 from warehouse.models import Run, RunStatus
 from warehouse.query import views
 from warehouse.settings import Settings, load
 from warehouse.stores import open_store
-from warehouse.vega import auto_interval, kibana_request, spec_for_kibana
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 SPAN = timedelta(days=90)  # the dashboard's time picker: now-90d .. now

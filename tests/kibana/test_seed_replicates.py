@@ -15,11 +15,11 @@ import vl_convert
 
 from tests.kibana.test_vega_views import plotted, run_in_es
 from tests.servers import wipe_prefix
+from warehouse.dashboards.vega import VL_VERSION, spec_for_kibana
 from warehouse.models import Run, RunStatus, config_hash, resolve_metric
 from warehouse.query.replicates import replicates
 from warehouse.settings import Settings, load
 from warehouse.stores import open_store
-from warehouse.vega import VL_VERSION, spec_for_kibana
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 SEED_KEYS = ("seed", "*_seed")

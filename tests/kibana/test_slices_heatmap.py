@@ -25,11 +25,11 @@ import vl_convert
 import warehouse
 from tests.kibana.test_vega_views import plotted, run_in_es
 from tests.servers import wipe_prefix
+from warehouse.dashboards.vega import VL_VERSION, slices_spec_for_kibana
 from warehouse.models import resolve_metric
 from warehouse.query.slices import slices
 from warehouse.settings import Settings, load
 from warehouse.stores import open_store
-from warehouse.vega import VL_VERSION, slices_spec_for_kibana
 
 LABELS = ("cat", "dog", "bird", "fish")
 # experiment -> the accuracy of each of its runs (the first experiment has two runs)

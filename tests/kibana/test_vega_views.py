@@ -19,13 +19,7 @@ from PIL import Image
 
 import warehouse
 from tests.servers import wipe_prefix
-from warehouse.errors import ConfigurationError
-from warehouse.models import resolve_metric
-from warehouse.query import views
-from warehouse.settings import Settings, load
-from warehouse.stores import open_store
-from warehouse.stores.base import RunQuery
-from warehouse.vega import (
+from warehouse.dashboards.vega import (
     STEP_PANELS,
     VL_VERSION,
     auto_interval,
@@ -34,7 +28,13 @@ from warehouse.vega import (
     spec_with_values,
     step_series_spec,
 )
-from warehouse.vega.responses import bucket_start, time_buckets, view_response
+from warehouse.dashboards.vega.responses import bucket_start, time_buckets, view_response
+from warehouse.errors import ConfigurationError
+from warehouse.models import resolve_metric
+from warehouse.query import views
+from warehouse.settings import Settings, load
+from warehouse.stores import open_store
+from warehouse.stores.base import RunQuery
 
 # experiment, train acc, val acc, test acc — recorded in this order (= ended_at order).
 # Ties on purpose: digits-knn's two 0.97 runs (the earlier wins), and digits-svm reaching the

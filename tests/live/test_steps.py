@@ -20,13 +20,13 @@ import pytest
 
 from warehouse.live.step_docs import (
     DocBuilder,
-    encode_lines,
     flops_utilisation,
     is_tick,
     step_duration,
     tokens_per_second,
 )
 from warehouse.live.steps import StepLogger, StepOptions
+from warehouse.stores.step_lines import encode_lines
 
 
 class Collect:
@@ -641,7 +641,7 @@ def test_a_batch_is_encoded_with_one_orjson_call_into_the_lines_of_one_call_each
     assert encode_lines(docs, "r", "e") == want  # the bytes one call per document gave
     assert counting.calls == 1
     # a document holding the boundary text itself: found by the count, one call per document
-    from warehouse.live.step_docs import _BOUNDARY
+    from warehouse.stores.step_lines import _BOUNDARY
 
     docs[7] = {**docs[7], "more": [1, _BOUNDARY, 2]}  # written as ,"<boundary>",
     counting.calls = 0

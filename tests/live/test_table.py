@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from warehouse.live.table import step_columns, step_rows
+from warehouse.query.live_table import step_columns, step_rows
 
 DOCS = [
     {

@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from warehouse.docpath import get_path
 from warehouse.errors import ConfigurationError, NotFound, QuerySyntaxError
+from warehouse.filters.docpath import get_path
 from warehouse.models import Run, resolve_metric
 from warehouse.query import views
 from warehouse.stores.local import LocalStore

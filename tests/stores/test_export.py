@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from warehouse.export import export
+from warehouse.history.export import export
 from warehouse.models import Run, RunStatus
 from warehouse.query import views
 from warehouse.query.api import Result

@@ -11,8 +11,8 @@ import pytest
 
 import warehouse
 from tests.helpers import run_main
-from warehouse import history
 from warehouse.errors import ConfigurationError
+from warehouse.history import edits as history
 from warehouse.models import Run, RunStatus, run_version
 from warehouse.query import views
 from warehouse.stores.base import Store

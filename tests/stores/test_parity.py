@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from warehouse import lucene
 from warehouse.errors import QuerySyntaxError
+from warehouse.filters import lucene
 from warehouse.models import Run, RunError, RunStatus
 from warehouse.query import views
 from warehouse.stores.base import RunQuery, Store

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from warehouse import lucene
+from warehouse.filters import lucene
 from warehouse.models import Run, RunStatus, resolve_metric
 from warehouse.query import views
 from warehouse.query.coverage import default_metric, left_out

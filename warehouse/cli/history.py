@@ -61,11 +61,11 @@ def push(
 
     Example: WAREHOUSE_ES_URL=http://es:9200 WAREHOUSE_S3_URL=s3://team/runs warehouse push
     """
+    from warehouse.history.transfer import push as copy
     from warehouse.home import Home
     from warehouse.objects.local import LocalObjectStore
     from warehouse.settings import load
     from warehouse.stores.local import LocalStore
-    from warehouse.transfer import push as copy
 
     settings = load()
     both = not to_es and not to_s3
@@ -118,10 +118,10 @@ def pull(
 
     Example: warehouse pull -q 'experiment:resnet* AND tags:paper'
     """
+    from warehouse.history.transfer import pull as copy
     from warehouse.home import Home
     from warehouse.settings import load
     from warehouse.stores.local import LocalStore
-    from warehouse.transfer import pull as copy
 
     settings = load()
     if not settings.es_url:
@@ -205,8 +205,8 @@ def tag(
     """
     from warehouse.capture.redact import redact_overrides
     from warehouse.errors import ConfigurationError
-    from warehouse.history import TagChange
-    from warehouse.history import tag as tagging
+    from warehouse.history.edits import TagChange
+    from warehouse.history.edits import tag as tagging
     from warehouse.settings import load
 
     run_ids = [w for w in words if w[:1] not in "+-"]
@@ -226,7 +226,7 @@ def note(
 
     Example: warehouse runs note 3f2a9c1b "baseline for the paper; data v2"
     """
-    from warehouse.history import note as noting
+    from warehouse.history.edits import note as noting
     from warehouse.settings import load
 
     _edit([run_id], None, noting(load().redaction.text(text)), fmt)
@@ -243,7 +243,7 @@ def rename_experiment(
     Per-sample and step records keep the name they were recorded with; the views join them
     to runs by run id, so every view shows the new name.
     """
-    from warehouse.history import rename_experiment as renaming
+    from warehouse.history.edits import rename_experiment as renaming
     from warehouse.query.views import quote
 
     _edit([], f"experiment:{quote(old)}", renaming(new), fmt, none=f"no run has experiment {old!r}")
@@ -263,7 +263,7 @@ def delete(
     Example: warehouse runs delete -q 'status:failed AND ended_at:<now-30d'
     """
     from warehouse.errors import ConfigurationError
-    from warehouse.history import delete_runs, select_runs
+    from warehouse.history.edits import delete_runs, select_runs
     from warehouse.replication import open_recording
     from warehouse.settings import load
     from warehouse.stores import open_store
@@ -305,7 +305,7 @@ def _edit(
     none: str = "",
 ) -> None:
     from warehouse.errors import ConfigurationError
-    from warehouse.history import edit_runs, select_runs
+    from warehouse.history.edits import edit_runs, select_runs
     from warehouse.output import render
     from warehouse.replication import open_recording
     from warehouse.settings import load
@@ -349,8 +349,8 @@ def export(
     import contextlib
 
     from warehouse.errors import ConfigurationError
-    from warehouse.export import FORMATS
-    from warehouse.export import export as write
+    from warehouse.history.export import FORMATS
+    from warehouse.history.export import export as write
     from warehouse.settings import load
     from warehouse.stores import open_store
 

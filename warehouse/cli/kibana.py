@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from warehouse.kibana_client import ImportReport
+    from warehouse.dashboards.kibana_client import ImportReport
 
 kibana_app = typer.Typer(
     name="kibana",
@@ -75,8 +75,8 @@ def report(
 
     It opens offline (charts are inline SVG). Example: warehouse report --out results.html
     """
+    from warehouse.dashboards.report import write_report
     from warehouse.output import info
-    from warehouse.report import write_report
 
     settings = _settings(primary_metric=metric, direction=direction)
     path = write_report(settings, out, filter=query, title=title, slice=slice)
@@ -104,7 +104,7 @@ def export_objects_cmd(
     Data views (runs, samples, steps), the Vega views, the runs search and the two dashboards.
     Example: warehouse kibana export-objects --prefix team-a
     """
-    from warehouse.kibana import objects_for, write_ndjson
+    from warehouse.dashboards.kibana import objects_for, write_ndjson
     from warehouse.output import info
 
     settings = _settings(index_prefix=prefix, primary_metric=metric, direction=direction)
@@ -128,8 +128,8 @@ def import_cmd(
 
     Example: warehouse kibana import --url http://localhost:5601 --space ml
     """
+    from warehouse.dashboards.kibana import import_objects
     from warehouse.errors import NotFound
-    from warehouse.kibana import import_objects
 
     settings = _settings(kibana_url=url, kibana_space=space)
     ndjson = None
@@ -145,7 +145,8 @@ def import_cmd(
 def print_import_report(report: ImportReport) -> None:
     """Summary and per-object errors on stderr; ConfigurationError (exit 2) when any failed.
 
-    `warehouse init` can call this with the :class:`warehouse.kibana.ImportReport` it gets.
+    `warehouse init` can call this with the
+    :class:`warehouse.dashboards.kibana.ImportReport` it gets.
     """
     from warehouse.errors import ConfigurationError
     from warehouse.output import error, info
@@ -176,7 +177,7 @@ def export_cmd(
 
     Example: warehouse kibana export --out kibana/edited.ndjson
     """
-    from warehouse.kibana import export_objects
+    from warehouse.dashboards.kibana import export_objects
 
     settings = _settings(kibana_url=url, kibana_space=space)
     text = export_objects(settings, all_types=all_types)

@@ -64,8 +64,8 @@ def init_bucket(settings: Settings) -> list[Row]:
 
 def init_kibana(settings: Settings) -> list[Row]:
     """The Kibana saved objects (data views, views, dashboards), overwritten."""
+    from warehouse.dashboards.kibana import import_objects
     from warehouse.errors import BackendUnavailable
-    from warehouse.kibana import import_objects
 
     report = import_objects(settings)
     rows: list[Row] = [("saved objects", report.kibana_url, report.summary())]

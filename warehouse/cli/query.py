@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from warehouse.docpath import get_path
+from warehouse.filters.docpath import get_path
 from warehouse.output import Format, info, render
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ query_app = typer.Typer(
 @query_app.callback()
 def _no_pandas(ctx: typer.Context) -> None:
     # pyarrow would import pandas (~0.2 s) only to ask whether a value is a pandas object
-    from warehouse.lazy import without_pandas
+    from warehouse.stores.lazy import without_pandas
 
     ctx.with_resource(without_pandas())
 
@@ -153,7 +153,7 @@ def finish(
     message = f"no {what}" + (f" (filter: {filter})" if filter else "")
     hints: list[str] = []
     if settings is not None and _holds_no_run(settings):
-        from warehouse.report import describe_source
+        from warehouse.dashboards.report import describe_source
 
         message = (
             f"no runs recorded in {describe_source(settings)} yet — record one (warehouse demo, "
@@ -303,7 +303,7 @@ def _csv_from_columns(
     import sys
     from datetime import UTC, datetime
 
-    from warehouse.docpath import project
+    from warehouse.filters.docpath import project
     from warehouse.output import OutputClosed
     from warehouse.query.status import STATUS_FIELDS, shown_status
 

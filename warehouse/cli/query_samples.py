@@ -24,7 +24,7 @@ from warehouse.cli.query import (
     query_app,
     render_rows,
 )
-from warehouse.docpath import get_path
+from warehouse.filters.docpath import get_path
 from warehouse.output import Format, info
 
 if TYPE_CHECKING:
@@ -149,8 +149,8 @@ def samples(
             # every row in stored order: Arrow batches straight to CSV, flat in memory
             import sys
 
+            from warehouse.history.streaming import write_csv_batches
             from warehouse.models import SAMPLE_FIXED_COLUMNS
-            from warehouse.streaming import write_csv_batches
 
             count = write_csv_batches(
                 _batches(store, result.query, chosen), sys.stdout, empty_header=SAMPLE_FIXED_COLUMNS

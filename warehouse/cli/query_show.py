@@ -17,7 +17,7 @@ from warehouse.cli.query import (
     query_app,
     render_rows,
 )
-from warehouse.docpath import flatten
+from warehouse.filters.docpath import flatten
 from warehouse.output import RUN_ID_WIDTH, Format
 
 
@@ -151,7 +151,7 @@ def steps(
     settings = load_settings()
     with open_store(settings) as store:
         rows: Iterator[dict[str, Any]] = views.steps(store, run_id, limit_or(limit, None))
-        from warehouse.live.table import POSITION_COLUMNS
+        from warehouse.query.live_table import POSITION_COLUMNS
 
         count = render_rows(rows, fmt, empty=POSITION_COLUMNS)
     finish(count, fail_empty, "steps recorded for this run")

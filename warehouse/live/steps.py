@@ -17,7 +17,7 @@ store that is down costs nothing here. Should the sink itself fail (a full disk)
 in memory and are offered again with backoff (1 s doubling to 30 s), at most
 ``max_buffered`` of them: past that the oldest are dropped, counted and logged.
 
-Exit paths belong to :class:`warehouse.lifecycle.Lifecycle`: the logger joins it, so it is
+Exit paths belong to :class:`warehouse.live.lifecycle.Lifecycle`: the logger joins it, so it is
 flushed at interpreter exit and on SIGTERM (after which the process still terminates).
 """
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from itertools import repeat, starmap
 from typing import TYPE_CHECKING, Any
 
-from warehouse.lifecycle import Lifecycle
+from warehouse.live.lifecycle import Lifecycle
 from warehouse.live.step_docs import DocBuilder, Item
 
 if TYPE_CHECKING:

@@ -307,7 +307,7 @@ class S3ObjectStore:
             if self._s3 is None:
                 custom = self.endpoint_url is not None
                 if custom:
-                    from warehouse.plain_http import check_credentials_transport
+                    from warehouse.url_credentials import check_credentials_transport
 
                     # every request is signed with the keys (explicit or from boto3's chain)
                     check_credentials_transport(

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from warehouse.docpath import flatten
+from warehouse.filters.docpath import flatten
 
 if TYPE_CHECKING:
     import pandas as pd

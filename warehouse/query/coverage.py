@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from warehouse import lucene
 from warehouse.errors import QuerySyntaxError
+from warehouse.filters import lucene
 from warehouse.models import Metric
 from warehouse.query.status import lost_aware
 from warehouse.stores.base import CountQuery, Store

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
-from warehouse.docpath import get_path
 from warehouse.errors import ConfigurationError, QuerySyntaxError
+from warehouse.filters.docpath import get_path
 from warehouse.models import Metric, resolve_metric
 from warehouse.query.lookup import _search, and_filters, finite
 from warehouse.query.status import lost_aware

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from warehouse.docpath import get_path
+from warehouse.filters.docpath import get_path
 from warehouse.models import Metric
 from warehouse.query import stats
 from warehouse.query.evidence import candidate_columns, sample_table

@@ -21,7 +21,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from warehouse import lucene
+from warehouse.filters import lucene
 from warehouse.values import iso_utc, parse_time
 
 LOST = "lost"

@@ -19,8 +19,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from warehouse.docpath import flatten, get_path
 from warehouse.errors import ConfigurationError, NotFound, QuerySyntaxError, WarehouseError
+from warehouse.filters.docpath import flatten, get_path
 from warehouse.models import Decomposition, Metric, decompose, resolve_metric
 from warehouse.query.lookup import _SORT_ORDERS, _search
 from warehouse.query.lookup import and_filters as and_filters
@@ -363,8 +363,8 @@ def compare(store: Store, run_ids: Sequence[str]) -> list[dict[str, Any]]:
 def steps(
     store: Store, run_id: str, limit: int | None = None, after_seq: int = -1
 ) -> Iterator[dict[str, Any]]:
-    """A run's steps as flat rows (``warehouse.live.table.step_rows``), in ``seq`` order."""
-    from warehouse.live.table import step_rows
+    """A run's steps as flat rows (``warehouse.query.live_table.step_rows``), in ``seq`` order."""
+    from warehouse.query.live_table import step_rows
 
     run = get_run(store, run_id, fields=("run_id",))
     docs = store.steps(StepRange(run_id=str(run["run_id"]), after_seq=after_seq, limit=limit))

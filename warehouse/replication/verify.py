@@ -154,7 +154,7 @@ def _compare(
 
 
 def _remote_versions(store: Store, docs: list[dict[str, Any]]) -> dict[str, int]:
-    from warehouse import lucene
+    from warehouse.filters import lucene
     from warehouse.stores.base import RunQuery
 
     text = lucene.any_of("run_id", (str(d["run_id"]) for d in docs))

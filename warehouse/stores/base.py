@@ -19,8 +19,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 
-from warehouse import lucene
 from warehouse.errors import QuerySyntaxError
+from warehouse.filters import lucene
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -279,7 +279,7 @@ class Store(Protocol):
 
         Experiments whose runs have no finite value of the metric are left out. Rows come
         best first; ties are broken by the earlier ``ended_at``, then ``run_id``. An unknown
-        or non-numeric metric is a QuerySyntaxError (:func:`warehouse.lucene.check_metric`).
+        or non-numeric metric is a QuerySyntaxError (:func:`warehouse.filters.lucene.check_metric`).
         """
         ...
 

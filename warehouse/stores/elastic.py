@@ -27,9 +27,9 @@ import elastic_transport
 import pyarrow as pa
 from elasticsearch import Elasticsearch
 
-from warehouse import lucene
-from warehouse.docpath import get_path
 from warehouse.errors import InvalidRecord, NotFound, QuerySyntaxError, WarehouseError
+from warehouse.filters import lucene
+from warehouse.filters.docpath import get_path
 from warehouse.models import run_version
 from warehouse.stores import elastic_bulk as bulk
 from warehouse.stores import elastic_connect as connect

@@ -4,7 +4,7 @@ Bounded against a server that accepts connections but never answers: a request t
 (``request_timeout``, WAREHOUSE_ES_TIMEOUT_S) is not sent again, so the first contact of a
 command costs one timeout, not one per retry. Refused connections and 429/502/503/504 answers
 are retried (twice, 0.25 s then 0.5 s apart). Credentials never travel over plain HTTP unless
-allowed (:func:`~warehouse.plain_http.check_credentials_transport`). A server that answers the
+allowed (:func:`~warehouse.url_credentials.check_credentials_transport`). A server that answers the
 9.x client's first request is accepted whatever version it reports.
 """
 
@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 from elasticsearch import Elasticsearch
 
 from warehouse.errors import ConfigurationError, StoreUnavailable
-from warehouse.plain_http import check_credentials_transport
 from warehouse.stores.elastic_errors import public_url, quiet_transport_logs
+from warehouse.url_credentials import check_credentials_transport
 
 if TYPE_CHECKING:
     from warehouse.settings import Settings

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from warehouse import lucene
+from warehouse.filters import lucene
 from warehouse.stores.base import Group, GroupQuery
 
 MAX_GROUPS = 10_000

@@ -1,6 +1,6 @@
 """Our Lucene filters as Elasticsearch query DSL, checked against the index mapping first.
 
-The filter text is parsed once by :mod:`warehouse.lucene` (the same tree the local store
+The filter text is parsed once by :mod:`warehouse.filters.lucene` (the same tree the local store
 evaluates) and validated against the fields the index has mapped, with the same kinds and the
 same error messages as the local store; then each node becomes a DSL clause:
 
@@ -24,9 +24,9 @@ from typing import Any
 import elastic_transport
 from elasticsearch import ApiError, Elasticsearch
 
-from warehouse import lucene
-from warehouse.docpath import get_path
 from warehouse.errors import QuerySyntaxError
+from warehouse.filters import lucene
+from warehouse.filters.docpath import get_path
 from warehouse.stores.base import ExperimentBest, RankQuery, RunQuery
 from warehouse.stores.params_extra import (
     EXTRA,

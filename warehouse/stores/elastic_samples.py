@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from warehouse import lucene
 from warehouse.errors import InvalidRecord, NotFound
-from warehouse.sample_rows import SampleIds
+from warehouse.filters import lucene
 from warehouse.stores import elastic_bulk as bulk
 from warehouse.stores import elastic_groups as eg
 from warehouse.stores import elastic_query as eq
 from warehouse.stores.base import Group, GroupQuery, SampleQuery
 from warehouse.stores.elastic_errors import public_url
+from warehouse.stores.sample_ids import SampleIds
 
 if TYPE_CHECKING:
     from warehouse.stores.elastic import ElasticStore

@@ -28,8 +28,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
-from warehouse import lucene
-from warehouse.docpath import project
 from warehouse.errors import (
     InvalidRecord,
     NotFound,
@@ -37,10 +35,10 @@ from warehouse.errors import (
     WarehouseError,
 )
 from warehouse.files import atomic_write, write_all
+from warehouse.filters import lucene
+from warehouse.filters.docpath import project
 from warehouse.home import Home
-from warehouse.lazy import np, pa, pc
 from warehouse.models import run_version
-from warehouse.sample_rows import SampleIds
 from warehouse.stores.base import (
     CountQuery,
     ExperimentBest,
@@ -53,6 +51,7 @@ from warehouse.stores.base import (
     Timeline,
     TimelineQuery,
 )
+from warehouse.stores.lazy import np, pa, pc
 from warehouse.stores.local_catalog import DOC, RunCatalog
 from warehouse.stores.local_docs import indices
 from warehouse.stores.local_export import CsvRows, documents, floats, from_columns
@@ -68,6 +67,7 @@ from warehouse.stores.local_samples import (
     stream_rows,
 )
 from warehouse.stores.local_timeline import timeline_of, timeline_rows
+from warehouse.stores.sample_ids import SampleIds
 from warehouse.values import iso_utc
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ class LocalStore:
                 writer.discard()
 
     def write_steps(self, run_id: str, experiment: str, steps: Sequence[dict[str, Any]]) -> None:
-        from warehouse.live.step_docs import encode_lines
+        from warehouse.stores.step_lines import encode_lines
 
         _check_id(run_id, "run_id")
         if not steps:

@@ -68,8 +68,8 @@ from typing import Any
 
 from warehouse.errors import WarehouseError
 from warehouse.files import write_all
-from warehouse.lazy import np, pa, pc, pq
 from warehouse.stores import local_compaction
+from warehouse.stores.lazy import np, pa, pc, pq
 from warehouse.stores.local_docs import MappedFile, texts
 from warehouse.stores.local_samples import read_parquet
 from warehouse.values import parse_time

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse.files import fsync_path, write_all
-from warehouse.lazy import pa, pq
+from warehouse.stores.lazy import pa, pq
 
 if TYPE_CHECKING:
     from warehouse.stores.local_catalog import RunCatalog, _StatKey

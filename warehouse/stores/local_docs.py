@@ -17,7 +17,7 @@ import os
 import weakref
 from pathlib import Path
 
-from warehouse.lazy import np, pa
+from warehouse.stores.lazy import np, pa
 
 
 class MappedFile:

@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from warehouse.lazy import np, pa
+from warehouse.stores.lazy import np, pa
 from warehouse.stores.local_catalog import DOC
 from warehouse.stores.local_docs import indices
 from warehouse.values import iso_utc
@@ -227,7 +227,7 @@ def _float_cells(name: str, column: pa.ChunkedArray, docs: _Docs) -> list[Any]:
     with np.errstate(invalid="ignore"):
         whole = np.flatnonzero(finite & (values == np.floor(values)))
     if whole.size:
-        from warehouse.docpath import get_path
+        from warehouse.filters.docpath import get_path
 
         for i in whole.tolist():
             value = get_path(docs.doc(i), name)

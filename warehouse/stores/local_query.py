@@ -1,5 +1,5 @@
-"""The local store's filter engine: a Lucene tree (:mod:`warehouse.lucene`) evaluated over an
-Arrow table, column by column with pyarrow.compute — the mirror of ``elastic_query.py``, which
+"""The local store's filter engine: a Lucene tree (:mod:`warehouse.filters.lucene`) evaluated over
+an Arrow table, column by column with pyarrow.compute — the mirror of ``elastic_query.py``, which
 translates the same tree to Elasticsearch's query DSL.
 
 Semantics follow Elasticsearch/Lucene exactly (the parity suite checks them): a term on a
@@ -15,10 +15,10 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from warehouse import lucene
-from warehouse.lazy import np, pa, pc
+from warehouse.filters import lucene
 from warehouse.stores import params_extra as extra
 from warehouse.stores.elastic_templates import MAX_TYPED_PARAMS
+from warehouse.stores.lazy import np, pa, pc
 
 
 def arrow_kinds(schema: pa.Schema) -> dict[str, str]:

@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from warehouse import lucene
 from warehouse.errors import InvalidRecord, QuerySyntaxError, StoreUnavailable
-from warehouse.lazy import np, pa, pc, pq
+from warehouse.filters import lucene
 from warehouse.stores.base import SampleQuery
+from warehouse.stores.lazy import np, pa, pc, pq
 from warehouse.stores.local_query import arrow_kinds
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from warehouse.lazy import np, pa, pc
 from warehouse.stores.base import Timeline, TimelineQuery
+from warehouse.stores.lazy import np, pa, pc
 from warehouse.stores.local_docs import indices
 
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from warehouse import lucene
 from warehouse.errors import QuerySyntaxError
+from warehouse.filters import lucene
 from warehouse.stores.elastic_templates import MAX_TYPED_PARAMS
 
 EXTRA = "params_extra"

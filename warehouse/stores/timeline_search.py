@@ -15,8 +15,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from warehouse import lucene
-from warehouse.docpath import get_path
+from warehouse.filters import lucene
+from warehouse.filters.docpath import get_path
 from warehouse.stores.base import RunQuery, Timeline, TimelineQuery
 
 Search = Callable[[RunQuery], list[dict[str, Any]]]

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote as url_quote
 
-from warehouse import lucene
 from warehouse.errors import ConfigurationError, NotFound, QuerySyntaxError, WarehouseError
+from warehouse.filters import lucene
 from warehouse.output import jsonable as _jsonable
 
 if TYPE_CHECKING:
@@ -102,9 +102,9 @@ class UiData:
             return answer
 
     def _overview_now(self, stamp: Any) -> dict[str, Any]:
+        from warehouse.dashboards.report import collect, describe_source
+        from warehouse.dashboards.vega import VIEWS, spec_with_values
         from warehouse.query import views
-        from warehouse.report import collect, describe_source
-        from warehouse.vega import VIEWS, spec_with_values
 
         s = self.settings
         data = collect(
@@ -208,7 +208,7 @@ class UiData:
         rows = rows[:size]
         cursor = None
         if more and rows:
-            from warehouse.docpath import get_path
+            from warehouse.filters.docpath import get_path
 
             last = rows[-1]
             cursor = json.dumps(jsonable([get_path(last, field_name), last.get("run_id")]))
@@ -395,7 +395,7 @@ class UiData:
 
 
 def _flat_run(doc: Mapping[str, Any], metric_columns: Sequence[str]) -> dict[str, Any]:
-    from warehouse.docpath import get_path
+    from warehouse.filters.docpath import get_path
 
     row = {c: doc.get(c) for c in RUN_COLUMNS}
     for name in metric_columns:

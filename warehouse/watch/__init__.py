@@ -41,7 +41,7 @@ from warehouse.watch.parsers import FORMATS, OutputReader, Point, split_metrics
 
 if TYPE_CHECKING:
     from warehouse.capture.redact import RedactPolicy
-    from warehouse.run import ActiveRun
+    from warehouse.recording.run import ActiveRun
     from warehouse.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -400,7 +400,7 @@ def _open_run(
     settings: Settings | None,
 ) -> ActiveRun | None:
     from warehouse.live.steps import StepOptions
-    from warehouse.recorder import start_run
+    from warehouse.recording.recorder import start_run
     from warehouse.settings import load
 
     strict = False
