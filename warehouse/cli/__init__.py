@@ -246,7 +246,7 @@ def _leave(code: int) -> NoReturn:
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and not thread.daemon:
             thread.join()
-    atexit._run_exitfuncs()
+    atexit._run_exitfuncs()  # noqa: SLF001 - the stdlib has no public way to run them now
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

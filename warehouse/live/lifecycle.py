@@ -76,6 +76,11 @@ class Lifecycle:
         self._beat_thread: threading.Thread | None = None
 
     @classmethod
+    def existing(cls) -> Lifecycle | None:
+        """The process's lifecycle if one was made (never makes one)."""
+        return cls._instance
+
+    @classmethod
     def current(cls) -> Lifecycle:
         with cls._instance_lock:
             if cls._instance is None:
@@ -211,7 +216,7 @@ class Lifecycle:
                 except Exception:  # the next beat tries again
                     log.debug("heartbeat of %r failed", participant, exc_info=True)
 
-    def _forked(self) -> None:
+    def after_fork(self) -> None:
         """In a forked child: the parent's runs are not ours to end, its threads are gone."""
         self._participants.clear()
         self._writing = 0
@@ -221,8 +226,8 @@ class Lifecycle:
 
 
 def _after_fork_in_child() -> None:
-    if Lifecycle._instance is not None:
-        Lifecycle._instance._forked()
+    if (instance := Lifecycle.existing()) is not None:
+        instance.after_fork()
 
 
 if hasattr(os, "register_at_fork"):

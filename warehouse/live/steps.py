@@ -364,7 +364,7 @@ class StepLogger:
         return True
 
     # ---- fork ------------------------------------------------------------------------------
-    def _forked(self) -> None:
+    def after_fork(self) -> None:
         """In a forked child (a DataLoader worker ...): the thread is gone; record nothing."""
         self._closed = True
         self._put = self._after_close
@@ -375,7 +375,7 @@ _LIVE: weakref.WeakSet[StepLogger] = weakref.WeakSet()
 
 def _after_fork_in_child() -> None:
     for steps in list(_LIVE):
-        steps._forked()
+        steps.after_fork()
 
 
 if hasattr(os, "register_at_fork"):

@@ -64,7 +64,7 @@ def best(
     """
     m = resolve_metric(metric, direction)
     if per_experiment or limit is None or limit <= 1:
-        bests = _bests(store, m, filter)
+        bests = experiment_bests(store, m, filter)
         if not per_experiment:
             bests = bests[:1]
         elif limit:
@@ -115,7 +115,7 @@ LEADERBOARD_EVIDENCE_COLUMNS = (
 """The columns of each view's rows, in order (a CSV header even when nothing matched)."""
 
 
-def _bests(store: Store, m: Metric, filter: str | None) -> list[ExperimentBest]:
+def experiment_bests(store: Store, m: Metric, filter: str | None) -> list[ExperimentBest]:
     """Each experiment's best run by ``m``; none (not an error) while every value of ``m``
     recorded so far was NaN/inf, so that no store has the field yet."""
     try:
@@ -165,7 +165,7 @@ def best_run(
     """The document of the best run by ``metric`` (within ``filter``/``experiment``)."""
     m = resolve_metric(metric, direction)
     where = and_filters(filter, f"experiment:{quote(experiment)}" if experiment else None)
-    bests = _bests(store, m, where)
+    bests = experiment_bests(store, m, where)
     if not bests:
         scope = f" matching {where!r}" if where else ""
         raise NotFound(
@@ -192,7 +192,7 @@ def leaderboard(
     (``vs_next_diff``, ``vs_next_ci_low``, ``vs_next_ci_high``, ``vs_next_p``):
     :mod:`warehouse.query.evidence`."""
     m = resolve_metric(metric, direction)
-    bests = _bests(store, m, filter)
+    bests = experiment_bests(store, m, filter)
     if limit:
         bests = bests[:limit]
     rows = [
@@ -231,7 +231,7 @@ def decomposition(
     metric's name in the train, val and test splits (:func:`warehouse.models.decompose`).
     """
     m = resolve_metric(metric, direction)
-    bests = _bests(store, m, filter)
+    bests = experiment_bests(store, m, filter)
     if limit:
         bests = bests[:limit]
     rows = []

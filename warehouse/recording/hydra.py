@@ -101,7 +101,8 @@ class WarehouseCallback(Callback):
                 _log_returned_metrics(run, job_return.return_value)
                 run.end("completed")
             else:
-                error = job_return._return_value  # the task's exception (return_value re-raises)
+                # the task's exception: Hydra's public return_value re-raises it
+                error = job_return._return_value  # noqa: SLF001
                 status = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
                 run.end(status, error if isinstance(error, BaseException) else None)
         except Exception as exc:

@@ -51,7 +51,7 @@ def view_response(
     if view == "best_over_time":
         points = views.over_time(store, m.label, m.direction, filter)
         return time_buckets(points, m, interval)
-    bests = views._bests(store, m, filter)  # the CLI's leaderboard and decomposition rows
+    bests = views.experiment_bests(store, m, filter)  # the CLI's leaderboard and decomposition rows
     buckets = [
         {
             "key": b.experiment,
