@@ -284,9 +284,10 @@ def test_report_shows_the_slice_heat_map_and_seeds_as_the_cli_does(
     home: Path, tmp_path: Path
 ) -> None:
     from tests.kibana.test_vega_views import plotted
-    from warehouse.dashboards.report import collect
     from warehouse.dashboards.vega import SLICES_VIEW, slices_spec_with_values
+    from warehouse.dashboards.vega.responses import overview_responses
     from warehouse.models import resolve_metric
+    from warehouse.query import api
     from warehouse.query.replicates import replicates
     from warehouse.query.slices import slices
 
@@ -296,9 +297,9 @@ def test_report_shows_the_slice_heat_map_and_seeds_as_the_cli_does(
     with open_store(settings) as store:
         expected = slices(store, metric, "label")
         groups = replicates(store, metric, flips=False)
-        data = collect(store)
+        data = api.overview(slices=True, store=store, settings=settings)
     # the heat map: the cells it plots are the CLI's slices of the best runs
-    spec = slices_spec_with_values(data.responses[SLICES_VIEW])
+    spec = slices_spec_with_values(overview_responses(data)[SLICES_VIEW])
     cells = {
         (r["experiment"], r["slice"]): (int(r["n"]), float(r["mean"]))
         for r in plotted(spec, ["experiment", "slice", "n", "mean"])

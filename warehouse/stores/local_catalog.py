@@ -157,6 +157,11 @@ class RunCatalog:
         (:mod:`~warehouse.stores.local_docs`)."""
         return texts(column, rows, self._mapped)
 
+    def version(self) -> _Key:
+        """What changes whenever a run is journaled, compacted or removed: the stat of the
+        catalog, the journal and ``runs/`` (three ``os.stat`` calls, nothing read)."""
+        return self._stat_key()
+
     def _stat_key(self) -> _Key:
         return (_stat(self.path), _stat(self.journal), _stat(self.runs_dir))
 
