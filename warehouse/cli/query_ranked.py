@@ -73,12 +73,13 @@ def _ranked_view(
     *,
     what: str = "run has a value of",
     title: str | None = None,
-    keep: Sequence[str] = (),
+    keep: Sequence[str] | Callable[[Sequence[str]], Sequence[str]] = (),
     **settings_flags: Any,
 ) -> None:
     """A view ranked by a metric: settings with the flags, ``ask(settings)`` for the view's
     :class:`~warehouse.query.result.Result`, then the table (``title`` may name ``{name}``;
-    ``keep``: the columns a narrow terminal keeps first, see
+    ``keep``: the columns a narrow terminal keeps first, or what picks them from the view's
+    columns, see
     :func:`warehouse.output.write_table`) or JSON/CSV, and on stderr what it left out."""
     settings = load_settings(primary_metric=metric, direction=direction, **settings_flags)
     result = ask(settings)
@@ -87,7 +88,8 @@ def _ranked_view(
     rows, notes = result.rows, list[str]()
     if fmt is Format.table:
         rows, notes = _marked(rows)
-    rendered = render_rows(rows, fmt, title=shown, empty=result.columns, keep=keep, notes=notes)
+    kept = keep(result.columns) if callable(keep) else keep
+    rendered = render_rows(rows, fmt, title=shown, empty=result.columns, keep=kept, notes=notes)
     if result.left_out:
         info(result.left_out)
     finish(rendered, fail_empty, f"{what} {name}", result.empty, filter)
@@ -273,7 +275,7 @@ def decomposition(
 
     Example: warehouse query decomposition --metric val.acc --baseline-error 0.02
     """
-    from warehouse.query import api, views
+    from warehouse.query import api
 
     _ranked_view(
         lambda settings: api.decomposition(
@@ -289,6 +291,7 @@ def decomposition(
         fmt,
         fail_empty,
         # the question is bias/variance per experiment: the errors before the run and score
-        keep=("experiment", *views.DECOMPOSITION_KEYS[1:]),
+        # (experiment, run_id, score, train_error, val_error ...: the errors from val on)
+        keep=lambda columns: ("experiment", *columns[4:]),
         baseline_error=baseline_error,
     )

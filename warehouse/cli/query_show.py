@@ -141,11 +141,10 @@ def steps(
     Example: warehouse query steps 3f2a9c1d0b7e --format csv > steps.csv
     """
     from warehouse.query import api
-    from warehouse.query.live_table import POSITION_COLUMNS
 
     with api.connect(load_settings()) as store:  # the rows stream from it
         rows = api.step_rows(run_id, limit=limit_or(limit, None), store=store)
-        count = render_rows(rows, fmt, empty=POSITION_COLUMNS)
+        count = render_rows(rows, fmt, empty=api.STEP_COLUMNS)
     finish(count, fail_empty, "steps recorded for this run")
 
 

@@ -138,6 +138,9 @@ def render_svg(view: str, data: Overview, answer: dict[str, Any]) -> str:
         spec = slices_spec_with_values(  # the column in titles: the 0/1 column slices read
             answer, data.slice, "correct", m.split, width=CHART_WIDTH, height=height
         )
+        means = [r["mean"] for r in data.slices or [] if _num(r.get("mean")) is not None]
+        if means:
+            _label_colour_ends(spec, min(means), max(means))
     else:
         spec = spec_with_values(
             view,
@@ -156,6 +159,28 @@ def render_svg(view: str, data: Overview, answer: dict[str, Any]) -> str:
     return _SVG_REF.sub(
         lambda m: m.group(0).replace(m.group(2), ids.get(m.group(2), m.group(2))), svg
     )
+
+
+def _label_colour_ends(spec: dict[str, Any], low: float, high: float) -> None:
+    """Label the colour legend of the heat map from its worst cell to its best: left to
+    Vega, a gradient's labels are round ticks inside the data, so a worst cell of 0.86 sits
+    below a scale that seems to stop at 0.90. The scale runs from ``low`` to ``high`` (to
+    the hundredth outside) and the legend names both ends and round values between."""
+    bottom, top = math.floor(low * 100) / 100, math.ceil(high * 100) / 100
+    span = top - bottom
+    if span <= 0:
+        return  # one value: nothing to scale
+    step = next((s for s in (0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5) if span / s <= 4), 1.0)
+    ticks = [k * step for k in range(math.ceil(bottom / step), math.floor(top / step) + 1)]
+    inner = [round(t, 4) for t in ticks if t - bottom > step / 2 and top - t > step / 2]
+    values = [bottom, *inner, top]
+    for layer in spec.get("layer", [spec]):
+        colour = layer.get("encoding", {}).get("color")
+        if isinstance(colour, dict) and colour.get("type") == "quantitative":
+            colour.setdefault("scale", {})["domain"] = (
+                [bottom, top] if span else [bottom - 0.01, top]
+            )
+            colour["legend"] = {**colour.get("legend", {}), "values": values, "format": ".2f"}
 
 
 def render_html(data: Overview, title: str, generated_at: datetime | None = None) -> str:

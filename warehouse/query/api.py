@@ -32,11 +32,13 @@ from warehouse.query.door import (
     connect,
     describe_source,
     metric_in_force,
+    open_store,
     opened,
     ranked,
     setting_metric,
     why_empty,
 )
+from warehouse.query.live_table import POSITION_COLUMNS as STEP_COLUMNS
 from warehouse.query.overview import Overview, overview
 from warehouse.query.result import DiffResult, Empty, Result, SamplePage
 from warehouse.query.streams import run_csv, run_stream, sample_batches, sample_rows, step_rows
@@ -333,11 +335,9 @@ def steps(
     settings: Settings | None = None,
 ) -> Result:
     """A run's steps and system metrics, one row per step (``after_seq``: only later ones)."""
-    from warehouse.query.live_table import POSITION_COLUMNS
-
     with opened(store, settings) as (found, _):
         rows = list(step_rows(run, limit=limit, after_seq=after_seq, store=found))
-    return Result(rows, POSITION_COLUMNS)
+    return Result(rows, STEP_COLUMNS)
 
 
 def compare(
@@ -512,6 +512,7 @@ def version(store: Store) -> Hashable:
 
 
 __all__ = [
+    "STEP_COLUMNS",
     "DiffResult",
     "Empty",
     "Overview",
@@ -529,6 +530,7 @@ __all__ = [
     "leaderboard",
     "metric_in_force",
     "metric_names",
+    "open_store",
     "over_time",
     "overview",
     "replicates",

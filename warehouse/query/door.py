@@ -21,14 +21,19 @@ if TYPE_CHECKING:
     from warehouse.stores.base import Store
 
 
+def open_store(settings: Settings | None = None) -> Store:
+    """The configured store, for a front end that holds it open (the UI) and closes it."""
+    from warehouse import stores
+    from warehouse.settings import load
+
+    return stores.open_store(settings or load())
+
+
 @contextlib.contextmanager
 def connect(settings: Settings | None = None) -> Iterator[Store]:
     """The configured store, opened once for several views (pass it as ``store=``); closed
     on leaving the block."""
-    from warehouse.settings import load
-    from warehouse.stores import open_store
-
-    with open_store(settings or load()) as store:
+    with open_store(settings) as store:
         yield store
 
 
@@ -41,8 +46,6 @@ def opened(store: Store | None, settings: Settings | None) -> Iterator[tuple[Sto
     if store is not None:
         yield store, chosen
         return
-    from warehouse.stores import open_store
-
     with open_store(chosen) as fresh:
         yield fresh, chosen
 
@@ -131,6 +134,7 @@ __all__ = [
     "connect",
     "describe_source",
     "metric_in_force",
+    "open_store",
     "opened",
     "ranked",
     "setting_metric",

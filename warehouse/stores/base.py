@@ -297,9 +297,10 @@ class Store(Protocol):
 
     def version(self) -> Hashable:
         """A token that changes whenever a run is written or deleted, so that equal tokens
-        mean the run queries answer the same (what a front end caches an answer by). Cheap:
-        the local store stats its catalog's files and reads none of them; Elasticsearch asks
-        one size-0 search (the run count and the newest ``updated_at``)."""
+        mean the run queries answer the same (what a front end caches an answer by); it may
+        also change when the store reorganises itself (the local store folding its journal).
+        Cheap: the local store stats two files and reads none; Elasticsearch asks one search
+        of one hit (the run count and the newest ``updated_at``)."""
         ...
 
     def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:

@@ -309,18 +309,20 @@ class ElasticStore:
         }
 
     def version(self) -> Hashable:
-        """The run count and the newest ``updated_at`` (a run's version): one size-0 search
-        (``ignore_unavailable``: no runs index yet answers no hits)."""
+        """The run count and the newest ``updated_at`` (a run's version) with its run id:
+        one search of one hit (``ignore_unavailable``: no runs index yet answers none)."""
         body: dict[str, Any] = {
-            "size": 0,
+            "size": 1,
             "track_total_hits": True,
             "ignore_unavailable": True,
-            "aggs": {"newest": {"max": {"field": "updated_at"}}},
+            "sort": [{"updated_at": {"order": "desc", "unmapped_type": "date"}}],
+            "_source": ["run_id", "updated_at"],
         }
         with self._map_errors("count runs"):
             answer = self.client.search(index=self.names["runs"], **body).body
-        newest = (answer.get("aggregations") or {}).get("newest") or {}
-        return (int(answer["hits"]["total"]["value"]), newest.get("value"))
+        hits = answer["hits"]
+        newest = hits["hits"][0].get("_source", {}) if hits["hits"] else {}
+        return (int(hits["total"]["value"]), newest.get("updated_at"), newest.get("run_id"))
 
     def _runs_by_id(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The whole documents of these runs, by id (one request)."""
