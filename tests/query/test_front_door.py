@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import ast
 import pickle
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import warehouse
-from warehouse.cli import main
+from tests.test_cli_query import run_main
 from warehouse.errors import ConfigurationError, QuerySyntaxError, UnknownField
 
 PACKAGE = Path(warehouse.__file__).resolve().parent
@@ -50,15 +49,6 @@ def openings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
-def run_cli(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
-    monkeypatch.setattr(sys, "argv", ["warehouse", *argv])
-    try:
-        main()
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
-
-
 EMPTY_ANSWERS = [
     pytest.param(["query", "runs", "-q", "experiment:nope"], id="runs-table"),
     pytest.param(["query", "runs", "-q", "experiment:nope", "-f", "csv"], id="runs-csv"),
@@ -80,7 +70,7 @@ def test_an_empty_answer_is_explained_from_one_store_opening(
     capsys: pytest.CaptureFixture[str],
     argv: list[str],
 ) -> None:
-    assert run_cli(argv, monkeypatch) == 0
+    assert run_main(argv, monkeypatch) == 0
     err = " ".join(capsys.readouterr().err.split())
     assert "no " in err  # the empty answer is said ...
     if "=" in argv[-1]:
@@ -98,7 +88,7 @@ def test_an_empty_warehouse_is_said_from_one_store_opening(
     capsys: pytest.CaptureFixture[str],
     argv: list[str],
 ) -> None:
-    assert run_cli(argv, monkeypatch) == 0
+    assert run_main(argv, monkeypatch) == 0
     assert "no runs recorded in local store" in capsys.readouterr().err
     assert len(openings) == 1
 
