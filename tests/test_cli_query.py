@@ -937,10 +937,12 @@ def test_a_well_formed_filter_that_matches_nothing_gets_no_guess(world: Path, fi
 
 
 def test_a_bare_word_inside_a_value_points_at_a_wildcard() -> None:
-    from warehouse.cli.filter_hints import suggest
+    from warehouse.query.filter_hints import suggest
 
     values = {"experiment": ["digits-svm", "digits-knn"], "tags": ["demo"]}
-    lines = suggest("svm", lambda field: values[field])
-    assert "digits-svm" in lines[0]
-    assert lines[-1] == "did you mean -q 'experiment:*svm*'?"
-    assert suggest("demo", lambda field: values[field]) == []  # a recorded tag: no guess
+    found = suggest("svm", lambda field: values[field])
+    assert "digits-svm" in found.lines[0]
+    assert found.corrected == "experiment:*svm*"
+    assert found.said()[-1] == "did you mean -q 'experiment:*svm*'?"
+    nothing = suggest("demo", lambda field: values[field])  # a recorded tag: no guess
+    assert nothing.said() == []

@@ -233,14 +233,6 @@ KNOWN_FILE_CYCLES = {
     frozenset({"warehouse.stores.elastic", "warehouse.stores.elastic_admin"}),
     frozenset({"warehouse.stores.local_catalog", "warehouse.stores.local_compaction"}),
     frozenset({"warehouse.query.evidence", "warehouse.query.slices", "warehouse.query.views"}),
-    frozenset(
-        {
-            "warehouse.cli.query",
-            "warehouse.cli.query_ranked",
-            "warehouse.cli.query_samples",
-            "warehouse.cli.query_show",
-        }
-    ),
 }
 
 

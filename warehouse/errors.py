@@ -4,6 +4,7 @@
      ├── ConfigurationError            exit 2  bad setting, flag or file
      ├── InvalidRecord                 exit 2  a metric, sample or run we refuse to store
      ├── QuerySyntaxError              exit 2  a filter we cannot parse or type-check
+     │    └── UnknownField                     a field no record has (``field``: its name)
      ├── NotFound                      exit 4  no run with that id, no such file
      ├── BackendUnavailable            exit 3  a server cannot be reached (records are kept)
      │    ├── StoreUnavailable                 Elasticsearch / local store
@@ -61,6 +62,13 @@ class QuerySyntaxError(WarehouseError):
     exit_code = 2
 
 
+class UnknownField(QuerySyntaxError):
+    """A field (in a filter, a sort, or the metric a view ranks by) that no record has."""
+
+    field: str = ""  # the dotted path asked for
+    suggestions: list[str] | None = None  # the closest known fields
+
+
 class NotFound(WarehouseError):
     """The run, sample or object asked for does not exist."""
 
@@ -96,5 +104,6 @@ __all__ = [
     "QuerySyntaxError",
     "StoreUnavailable",
     "SyncIncomplete",
+    "UnknownField",
     "WarehouseError",
 ]

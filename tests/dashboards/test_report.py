@@ -10,6 +10,7 @@ import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -284,9 +285,10 @@ def test_report_shows_the_slice_heat_map_and_seeds_as_the_cli_does(
     home: Path, tmp_path: Path
 ) -> None:
     from tests.kibana.test_vega_views import plotted
-    from warehouse.dashboards.report import collect
     from warehouse.dashboards.vega import SLICES_VIEW, slices_spec_with_values
+    from warehouse.dashboards.vega.responses import overview_responses
     from warehouse.models import resolve_metric
+    from warehouse.query import api
     from warehouse.query.replicates import replicates
     from warehouse.query.slices import slices
 
@@ -296,9 +298,9 @@ def test_report_shows_the_slice_heat_map_and_seeds_as_the_cli_does(
     with open_store(settings) as store:
         expected = slices(store, metric, "label")
         groups = replicates(store, metric, flips=False)
-        data = collect(store)
+        data = api.overview(slices=True, store=store, settings=settings)
     # the heat map: the cells it plots are the CLI's slices of the best runs
-    spec = slices_spec_with_values(data.responses[SLICES_VIEW])
+    spec = slices_spec_with_values(overview_responses(data)[SLICES_VIEW])
     cells = {
         (r["experiment"], r["slice"]): (int(r["n"]), float(r["mean"]))
         for r in plotted(spec, ["experiment", "slice", "n", "mean"])
@@ -331,3 +333,58 @@ def test_report_without_labels_leaves_the_heat_map_out(
     )
     assert result.exit_code != 0
     assert "no 'size' column" in str(result.exception or "") + result.output
+
+
+# --- what an empty or sparse report says, and its heat map's scale (issue 32, item 6) ------
+
+
+def test_a_report_whose_filter_matches_nothing_says_so_and_what_was_meant(
+    local_runs: Settings, tmp_path: Path
+) -> None:
+    page = report_text(tmp_path, "-q", "experiment:nope")
+    assert "No run matches the filter <code>experiment:nope</code>" in page
+    assert "record runs" not in page  # the warehouse holds runs: recording is not the fix
+    mistyped = html.unescape(report_text(tmp_path, "-q", "experiment=digits-svm"))
+    assert "experiment=digits-svm has no colon" in mistyped
+    assert "did you mean -q 'experiment:digits-svm'?" in mistyped
+    empty_metric = report_text(tmp_path, "--metric", "val.nope")
+    assert "No run has a value of <code>val.nope</code>" in empty_metric
+    assert "record runs" not in empty_metric
+
+
+def test_the_heat_map_legend_runs_from_its_worst_cell_to_its_best(
+    home: Path, tmp_path: Path
+) -> None:
+    settings = load(cli={"capture_git_diff": False, "system_interval_s": 0})
+    _record_seeded(settings, tmp_path)
+    page = report_text(tmp_path)
+    chart = page.split('data-view="slices_heatmap">', 1)[1].split("</section>", 1)[0]
+
+    def texts(role: str) -> list[float]:
+        group = re.search(rf'<g class="mark-text role-{role}[^"]*"[^>]*>(.*?)</g>', chart, re.S)
+        assert group, role
+        return [float(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", group.group(1))]
+
+    cells = texts("mark layer_1_marks")  # each cell's mean, as written on it
+    legend = texts("legend-label")
+    assert len(cells) == 4
+    assert min(legend) <= min(cells)  # the worst cell's colour has a label at or below it
+    assert max(legend) >= max(cells)
+    assert legend == sorted(legend)
+
+
+def test_the_report_without_its_extra_says_how_to_install_it(
+    local_runs: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    import sys
+
+    from warehouse.cli import main
+
+    monkeypatch.setitem(sys.modules, "vl_convert", None)  # as in a core install: no renderer
+    out = tmp_path / "r.html"
+    monkeypatch.setattr(sys, "argv", ["warehouse", "report", "--out", str(out)])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    assert "pip install 'results-warehouse[report]'" in " ".join(capsys.readouterr().err.split())
+    assert not out.exists()

@@ -568,15 +568,9 @@ def test_a_burst_larger_than_the_buffer_bound_is_all_shipped(tmp_path: Path) -> 
     assert max(len(b) for b in sink.batches) <= 1000
 
 
-@pytest.mark.parametrize("orjson_present", [True, False])
-def test_encoded_lines_hold_what_the_store_would_write(
-    monkeypatch: pytest.MonkeyPatch, orjson_present: bool
-) -> None:
+def test_encoded_lines_hold_what_the_store_would_write() -> None:
     import json
-    import sys
 
-    if not orjson_present:
-        monkeypatch.setitem(sys.modules, "orjson", None)  # import fails: the json fallback
     items, samples = _random_items(4, 500)
     b = DocBuilder("r", "e")
     docs = b.build(items, samples) + b.finish()
@@ -631,7 +625,6 @@ class CountingOrjson:
 def test_a_batch_is_encoded_with_one_orjson_call_into_the_lines_of_one_call_each(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    pytest.importorskip("orjson")
     counting = CountingOrjson()
     items, samples = _random_items(5, 3000)
     b = DocBuilder("r", "e")
@@ -691,7 +684,6 @@ def test_the_column_wise_documents_keep_the_item_by_item_key_order(
 def test_the_store_path_encodes_once_per_batch_handed_over(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("orjson")
     from warehouse.stores.local import LocalStore
 
     counting = CountingOrjson()

@@ -257,6 +257,29 @@ class TestStoreContract:
         got = store.search_runs(RunQuery(sort=[("run_id", "asc")], limit=None))
         assert got == sorted(DOCS, key=lambda d: d["run_id"])
 
+    # version: what a front end caches an answer by ------------------------------------
+    def test_the_version_changes_with_each_write_and_delete_and_never_with_a_read(
+        self, store: Store
+    ) -> None:
+        def read() -> None:
+            store.search_runs(RunQuery(limit=None))
+            store.count_by(CountQuery("experiment"))
+            store.best_per_experiment(RankQuery("metrics.val.acc", "max"))
+
+        empty = store.version()
+        store.write_runs(DOCS[:3])
+        assert store.version() != empty
+        read()  # the first read of a new local store may store the catalog it built
+        written = store.version()
+        read()
+        assert store.version() == written
+        hash(written)  # a cache key
+        store.write_runs([{**DOCS[0], "tags": ["edited"], "updated_at": "2030-01-01T00:00:00Z"}])
+        edited = store.version()
+        assert edited != written
+        store.delete_runs(["run-01"])
+        assert store.version() not in (edited, written)
+
     # runs: filters --------------------------------------------------------------------
     @pytest.mark.parametrize(("text", "predicate"), FILTERS)
     def test_filter_matches_exactly_the_runs_python_selects(

@@ -225,3 +225,90 @@ def test_run_page_shows_metrics_config_and_step_chart(
     chart = browser.find_element(By.CSS_SELECTOR, "#step-charts .chart[data-field='loss']")
     assert chart.find_elements(By.CSS_SELECTOR, "svg .mark-line path")
     assert console_errors(browser) == []
+
+
+# --- what the pages show (issue 32, item 6) ---------------------------------------------------
+
+
+def test_run_page_shows_no_literal_null(browser: Any, server: UiServer, demo: Demo) -> None:
+    """A section a run has nothing for (no error) leaves nothing behind, not the text null."""
+    browser.get(f"{server.url}#/run/{demo.run_ids[0]}")
+    ready(browser, "run")
+    lines = browser.find_element(By.TAG_NAME, "main").text.splitlines()
+    assert "null" not in [line.strip() for line in lines]
+    assert "null" not in browser.find_element(By.TAG_NAME, "main").text.split()
+
+
+def test_compare_shows_parameters_as_recorded(
+    browser: Any, server: UiServer, demo: Demo, tmp_path: Path
+) -> None:
+    import warehouse
+
+    ids = []
+    for seed, lr in ((3870, 0.000538), (12, 0.01)):
+        config = {"seed": seed, "optimizer": {"lr": lr}}
+        with warehouse.start_run("sweep", config, settings=demo.settings, cwd=tmp_path) as run:
+            run.log_metrics("val", {"acc": 0.5})
+        ids.append(run.run_id)
+    browser.get(f"{server.url}#/compare/{ids[0]},{ids[1]}")
+    ready(browser, "compare")
+
+    def cells(field: str) -> list[str]:
+        row = browser.find_element(By.CSS_SELECTOR, f"#config-diff tr[data-field='{field}']")
+        return [td.text for td in row.find_elements(By.TAG_NAME, "td")[1:]]
+
+    assert cells("config.seed") == ["3870", "12"]
+    assert cells("config.optimizer.lr") == ["0.000538", "0.01"]
+
+
+def test_a_missing_output_is_said_not_drawn_as_a_broken_image(
+    browser: Any, server: UiServer, demo: Demo
+) -> None:
+    from urllib.parse import unquote, urlparse
+
+    import warehouse
+
+    best = warehouse.samples("best", split="val", limit=1, settings=demo.settings)
+    first = best.rows[0]
+    gone = Path(unquote(urlparse(first["output_uri"]).path))
+    gone.unlink()  # an output lost from the object store (a pruned bucket, a moved folder)
+    browser.get(f"{server.url}#/samples/{first['run_id']}?sort=sample_id&order=asc")
+    ready(browser, "samples")
+    broken = (
+        "return [...document.querySelectorAll('#gallery img')]"
+        ".filter(i => i.complete && i.naturalWidth === 0).length"
+    )
+    WebDriverWait(browser, 20).until(
+        lambda d: (
+            d.find_elements(By.CSS_SELECTOR, "#gallery .missing-output")
+            and d.execute_script(broken) == 0
+        )
+    )
+    tile = browser.find_element(
+        By.CSS_SELECTOR, f"#gallery .tile[data-sample='{first['sample_id']}']"
+    )
+    assert tile.find_elements(By.CSS_SELECTOR, ".missing-output")
+    assert "output missing" in tile.text
+    shown = browser.find_elements(By.CSS_SELECTOR, "#gallery img")
+    assert shown  # the outputs still there are drawn
+    assert all(browser.execute_script("return arguments[0].naturalWidth", i) > 0 for i in shown)
+
+
+def test_the_filter_box_says_what_a_mistyped_filter_meant(
+    browser: Any, server: UiServer, demo: Demo
+) -> None:
+    browser.get(server.url + "#/runs")
+    ready(browser, "runs")
+    browser.find_element(By.ID, "filter").send_keys("experiment=digits-svm")
+    WebDriverWait(browser, 20).until(lambda d: d.find_element(By.ID, "filter-hints").text)
+    hints = browser.find_element(By.ID, "filter-hints").text
+    assert "experiment=digits-svm has no colon" in hints  # the CLI's words
+    fix = browser.find_element(By.ID, "filter-corrected")
+    assert fix.text == "experiment:digits-svm"
+    fix.click()
+    want = sorted(
+        r for r, e in zip(demo.run_ids, demo.experiments, strict=True) if e == "digits-svm"
+    )
+    WebDriverWait(browser, 20).until(lambda d: sorted(d.execute_script(ROWS_JS)) == want)
+    assert browser.find_element(By.ID, "filter").get_attribute("value") == "experiment:digits-svm"
+    assert not browser.find_element(By.ID, "filter-hints").text

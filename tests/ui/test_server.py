@@ -211,6 +211,29 @@ def test_overview_matches_the_query_views(server: UiServer, demo: Demo) -> None:
     assert sum(b["doc_count"] for b in buckets) == len(demo.run_ids)
 
 
+def test_runs_of_a_mistyped_filter_say_what_was_meant(server: UiServer, demo: Demo) -> None:
+    status, body = get_json(server, "/api/runs?q=" + quote("experiment=digits-svm"))
+    assert status == 200
+    assert body["total"] == 0
+    assert body["empty"]["corrected"] == "experiment:digits-svm"  # what the CLI suggests
+    assert any("has no colon" in line for line in body["empty"]["hints"])
+    status, body = get_json(server, "/api/runs?q=" + quote("experiment:digits-svm"))
+    assert body["total"] == demo.experiments.count("digits-svm")
+    assert body["empty"] is None
+
+
+def test_an_empty_warehouse_overview_says_where_it_looked(home: Path) -> None:
+    srv, _ = serve_in_thread(load())
+    try:
+        status, body = get_json(srv, "/api/overview")
+    finally:
+        close(srv)
+    assert status == 200
+    assert body["charts"] == {}
+    assert body["empty"]["holds_no_run"] is True
+    assert f"no runs recorded in local store {home}" in body["empty"]["message"]
+
+
 def test_cli_ui_warns_off_localhost_and_fails_clearly_on_a_busy_port(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

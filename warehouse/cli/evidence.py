@@ -9,15 +9,11 @@ than its reference, 1 when it is, 2 on bad usage, 4 when a run is not found.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from warehouse.output import Format, info, render
-
-if TYPE_CHECKING:
-    from warehouse.models import Metric
-    from warehouse.settings import Settings
 
 SplitOpt = Annotated[
     str | None,
@@ -46,18 +42,12 @@ MetricOpt = Annotated[
 
 def register(app: typer.Typer) -> None:
     """Add `query diff/slices/replicates` to the query family and `check` to the main app."""
-    from warehouse.cli.query import query_app
+    from warehouse.cli.query_flags import query_app
 
     query_app.command("diff")(diff)
     query_app.command("slices")(slices)
     query_app.command("replicates")(replicates)
     app.command("check")(check)
-
-
-def _metric(settings: Settings, metric: str | None) -> Metric:
-    from warehouse.models import resolve_metric
-
-    return resolve_metric(metric or settings.primary_metric, None if metric else settings.direction)
 
 
 def diff(
@@ -86,19 +76,15 @@ def diff(
 
     Example: warehouse query diff best best:digits-knn --download flips/
     """
-    from warehouse.query import evidence
+    from warehouse.query import api
     from warehouse.settings import load
-    from warehouse.stores import open_store
 
     settings = load()
-    m = _metric(settings, metric)
-    with open_store(settings) as store:
-        a = evidence.resolve_run(store, run_a, m)
-        b = evidence.resolve_run(store, run_b, m)
-        found = evidence.diff(store, a, b, split=split or m.split, metric=m, column=column)
-    info(f"a = {found.run_a} ({a.get('experiment')}), b = {found.run_b} ({b.get('experiment')})")
-    render(found.rows, fmt, columns=list(evidence.DIFF_COLUMNS), empty_header=evidence.DIFF_COLUMNS)
-    info(found.summary())
+    found = api.diff(run_a, run_b, split=split, column=column, metric=metric, settings=settings)
+    a, b = found.a, found.b
+    info(f"a = {a['run_id']} ({a.get('experiment')}), b = {b['run_id']} ({b.get('experiment')})")
+    render(found.rows, fmt, columns=list(found.columns), empty_header=found.columns)
+    info(found.summary or "")
     if download is not None and found.rows:
         from warehouse.objects.download import download_outputs
 
@@ -150,26 +136,18 @@ def check(
 
     Example: warehouse check $RUN_ID --against best:resnet --metric val.acc --margin 0.005
     """
-    from warehouse.query import evidence
-    from warehouse.settings import load
-    from warehouse.stores import open_store
+    from warehouse.query import api
 
-    settings = load()
-    m = _metric(settings, metric)
-    with open_store(settings) as store:
-        judged = evidence.resolve_run(store, run, m)
-        reference = evidence.resolve_run(store, against, m)
-        verdict = evidence.check(
-            store,
-            judged,
-            reference,
-            metric=m,
-            split=split,
-            column=column,
-            margin=margin,
-            slice_by=slice_by,
-            min_n=min_n,
-        )
+    verdict = api.check(
+        run,
+        against=against,
+        metric=metric,
+        split=split,
+        column=column,
+        margin=margin,
+        slice_by=slice_by,
+        min_n=min_n,
+    )
     typer.echo(verdict.line)
     raise typer.Exit(verdict.code)
 
@@ -210,21 +188,14 @@ def slices(
 
     Example: warehouse query slices --by label --min-n 30
     """
-    from warehouse.query.slices import SLICE_COLUMNS, parse_by
-    from warehouse.query.slices import slices as slice_rows
-    from warehouse.settings import load
-    from warehouse.stores import open_store
+    from warehouse.query import api
 
-    settings = load()
-    m = _metric(settings, metric)
-    name = parse_by(by)[0]
-    columns = [c.replace("{by}", name) for c in SLICE_COLUMNS]
-    with open_store(settings) as store:
-        rows = slice_rows(
-            store, m, by, column=column, split=split, runs=runs or (), filter=filter, min_n=min_n
-        )
-    render(rows, fmt, columns=columns, empty_header=columns)
-    if not rows:
+    found = api.slices(
+        by, metric=metric, column=column, split=split, runs=runs or (), min_n=min_n, filter=filter
+    )
+    render(found.rows, fmt, columns=list(found.columns), empty_header=found.columns)
+    if not found.rows:
+        name = found.columns[2]  # the slice column, as --by names it
         info(f"no slices: no chosen run has per-sample results with a column {name!r}")
 
 
@@ -248,16 +219,11 @@ def replicates(
 
     Example: warehouse query replicates --experiment digits-svm
     """
-    from warehouse.query.replicates import REPLICATE_COLUMNS
-    from warehouse.query.replicates import replicates as replicate_rows
-    from warehouse.settings import load
-    from warehouse.stores import open_store
+    from warehouse.query import api
 
-    settings = load()
-    m = _metric(settings, metric)
-    with open_store(settings) as store:
-        rows = replicate_rows(store, m, experiment=experiment, filter=filter)
-    render(rows, fmt, columns=list(REPLICATE_COLUMNS), empty_header=REPLICATE_COLUMNS)
+    found = api.replicates(metric=metric, experiment=experiment, filter=filter)
+    rows = found.rows
+    render(rows, fmt, columns=list(found.columns), empty_header=found.columns)
     lucky = [r["experiment"] for r in rows if r["lucky_seed"]]
     if lucky:
         info(

@@ -1,12 +1,14 @@
 """`warehouse query ...`: the question-answering commands over the configured store.
 
 Each command parses its flags, loads the settings (unset flags stay None, so they never beat
-the environment), opens the store, asks one view of :mod:`warehouse.query.views` and prints
-the rows with :mod:`warehouse.output`: results on stdout, messages on stderr. Errors are
+the environment), asks one view of :mod:`warehouse.query.api` — the views' one front door,
+which opens the store once, picks the metric and says why an answer is empty — and prints the
+rows with :mod:`warehouse.output`: results on stdout, messages on stderr. Errors are
 ``WarehouseError``\\ s; ``warehouse.cli.main`` turns them into exit codes. Everything heavy
 (settings, stores, rich) is imported inside the command bodies.
 
-This module holds the ``query`` app, the flags every view shares, the plumbing and ``runs``;
+This module holds ``runs`` and adds the other views' commands to the ``query`` app
+(:mod:`~warehouse.cli.query_flags`, with the flags they share):
 :mod:`~warehouse.cli.query_ranked` the views ranked by a metric,
 :mod:`~warehouse.cli.query_samples` the per-sample views and :mod:`~warehouse.cli.query_show`
 the views of given runs (``show``, ``compare``, ``steps``).
@@ -14,94 +16,30 @@ the views of given runs (``show``, ``compare``, ``steps``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from enum import StrEnum
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from warehouse.cli.query_flags import (
+    DirectionOpt,
+    FailEmptyOpt,
+    FilterOpt,
+    FormatOpt,
+    MetricOpt,
+    finish,
+    limit_opt,
+    limit_or,
+    load_settings,
+    query_app,
+    render_rows,
+)
 from warehouse.filters.docpath import get_path
-from warehouse.output import Format, info, render
+from warehouse.output import Format, info
 
 if TYPE_CHECKING:
     from warehouse.settings import Settings
-    from warehouse.stores.base import RunQuery
-
-
-class DirectionChoice(StrEnum):
-    max = "max"
-    min = "min"
-
-
-FilterOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--filter",
-        "-q",
-        help="Lucene filter, as in Kibana's search bar, e.g. "
-        "'experiment:svm AND metrics.val.acc:>=0.9 AND NOT status:failed'.",
-        show_default=False,
-    ),
-]
-FormatOpt = Annotated[
-    Format,
-    typer.Option(
-        "--format",
-        "-f",
-        help="table for people; json (an array) or csv for scripts.",
-        case_sensitive=False,
-    ),
-]
-FailEmptyOpt = Annotated[
-    bool, typer.Option("--fail-empty", help="Exit with code 1 when nothing matches.")
-]
-MetricOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--metric",
-        "-m",
-        help="split.metric to rank by (val.acc, val/acc or metrics.val.acc); "
-        "default: the primary_metric setting.",
-        show_default=False,
-    ),
-]
-DirectionOpt = Annotated[
-    DirectionChoice | None,
-    typer.Option(
-        "--direction",
-        help="max = higher is better, min = lower; default: the direction setting, else "
-        "inferred from the name (loss, error ... → min).",
-        show_default=False,
-    ),
-]
-
-
-def limit_opt(default_text: str) -> Any:
-    return typer.Option(
-        "--limit",
-        "-n",
-        min=0,
-        help=f"At most this many rows ({default_text}; 0 = no limit).",
-        show_default=False,
-    )
-
-
-query_app = typer.Typer(
-    name="query",
-    help="Ask the warehouse: runs, the best runs, the leaderboard, the best score over time, "
-    "bias/variance, per-sample results, one run, runs side by side, a run's steps.\n\n"
-    "Example: warehouse query leaderboard --metric val.acc",
-    no_args_is_help=True,
-    add_completion=False,
-)
-
-
-@query_app.callback()
-def _no_pandas(ctx: typer.Context) -> None:
-    # pyarrow would import pandas (~0.2 s) only to ask whether a value is a pandas object
-    from warehouse.stores.lazy import without_pandas
-
-    ctx.with_resource(without_pandas())
+    from warehouse.stores.local_export import CsvRows
 
 
 def register(app: typer.Typer) -> None:
@@ -110,87 +48,6 @@ def register(app: typer.Typer) -> None:
     from warehouse.cli import query_ranked, query_samples, query_show  # noqa: F401
 
     app.add_typer(query_app, name="query")
-
-
-# --- shared plumbing --------------------------------------------------------------------
-
-
-def load_settings(**cli: Any) -> Settings:
-    from warehouse.settings import load
-
-    return load(cli={k: (v.value if isinstance(v, StrEnum) else v) for k, v in cli.items()})
-
-
-def metric_in_force(
-    settings: Settings, metric: str | None, direction: DirectionChoice | None
-) -> tuple[str, str | None]:
-    """The metric and direction in force: a --metric flag brings its own inferred direction."""
-    if direction is not None:
-        return settings.primary_metric, direction.value
-    if metric is not None:
-        return metric, None
-    return settings.primary_metric, settings.direction
-
-
-def limit_or(value: int | None, default: int | None) -> int | None:
-    if value is None:
-        return default
-    return None if value == 0 else value
-
-
-def finish(
-    count: int,
-    fail_empty: bool,
-    what: str,
-    settings: Settings | None = None,
-    filter: str | None = None,
-) -> None:
-    """Say on stderr when nothing matched — and why: the warehouse holds no run at all (a
-    mistyped WAREHOUSE_HOME), or the filter looks mistyped (``metrics.val.acc>0.9``: the
-    filter meant, :mod:`warehouse.cli.filter_hints`); exit 1 then if --fail-empty was given."""
-    if count:
-        return
-    message = f"no {what}" + (f" (filter: {filter})" if filter else "")
-    hints: list[str] = []
-    if settings is not None and _holds_no_run(settings):
-        from warehouse.dashboards.report import describe_source
-
-        message = (
-            f"no runs recorded in {describe_source(settings)} yet — record one (warehouse demo, "
-            "the Hydra callback, warehouse.start_run) or check WAREHOUSE_HOME / es_url"
-        )
-    elif settings is not None and filter:
-        from warehouse.cli import filter_hints
-        from warehouse.stores import open_store
-
-        with open_store(settings) as store:
-            hints = filter_hints.hints(filter, store)
-    info(message)
-    for line in hints:
-        info(line)
-    if fail_empty:
-        raise typer.Exit(1)
-
-
-def _holds_no_run(settings: Settings) -> bool:
-    from warehouse.stores import open_store
-    from warehouse.stores.base import RunQuery
-
-    with open_store(settings) as store:
-        return not store.search_runs(RunQuery(limit=1, fields=("run_id",)))
-
-
-def render_rows(
-    rows: Iterable[Mapping[str, Any]],
-    fmt: Format,
-    columns: Sequence[str] | None = None,
-    title: str | None = None,
-    empty: Sequence[str] | None = None,
-    **table: Any,
-) -> int:
-    """``empty``: the view's columns, the CSV header when nothing matched; ``table``: what a
-    table takes besides (:func:`warehouse.output.write_table`)."""
-    return render(rows, fmt, columns=columns, title=title, empty_header=empty, **table)
 
 
 # --- runs -------------------------------------------------------------------------------
@@ -232,8 +89,7 @@ def runs(
     Example: warehouse query runs -q 'experiment:svm AND status:completed'
     --sort metrics.val.acc:desc --columns run_id,metrics.val.acc,params.model.C -n 10
     """
-    from warehouse.query import views
-    from warehouse.stores import open_store
+    from warehouse.query import api
 
     settings = load_settings(primary_metric=metric, direction=direction)
     wanted = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
@@ -241,19 +97,30 @@ def runs(
     csv_default = fmt is Format.csv and wanted is None
     fields = None if whole_docs else (wanted or (*RUN_TABLE_FIELDS, "metrics", "primary_metric"))
     most = limit_or(limit, 100)
+    order = sort or ()
 
     def say_if_cut(shown: int) -> None:
         if most is not None and shown == most and limit is None:
             info(f"showing the first {most} runs; --limit N shows more (0 = all)")
 
-    with open_store(settings) as store:
+    streamed: int | None = None
+    docs: list[dict[str, Any]] = []
+    with api.connect(settings) as store:  # the one store opening, for the rows and why none
         if csv_default:
-            streamed = _csv_from_columns(store, filter, sort or (), most, say_if_cut)
+            plan = api.run_csv(filter, sort=order, limit=most, first=RUN_TABLE_FIELDS, store=store)
+            streamed = None if plan is None else _write_csv(plan, say_if_cut)
         elif whole_docs:
-            streamed = _json_documents(store, filter, sort or (), most, say_if_cut)
+            found = api.run_stream(filter, sort=order, limit=most, store=store)
+            if found is not None:
+                say_if_cut(found[0])
+                streamed = render_rows(found[1], Format.json)
+        if streamed is None:
+            result = api.runs(
+                filter, sort=order, limit=most, columns=fields, store=store, settings=settings
+            )
+            docs, empty = result.rows, result.empty
         else:
-            streamed = None
-        docs = [] if streamed is not None else views.runs(store, filter, sort or (), most, fields)
+            empty = None if streamed else api.why_empty(filter, store=store, settings=settings)
     if streamed is None:
         say_if_cut(len(docs))
     if streamed is not None:
@@ -271,7 +138,7 @@ def runs(
                     "(`warehouse query runs -n 1 --format json` shows a whole run)"
                 )
         elif fmt is Format.table:  # most wanted first: a narrow terminal drops the last
-            primary = _primary_path(settings, docs, metric, direction)
+            primary = _primary_path(settings, docs)
             cols = _run_columns(docs, primary)
         else:
             cols = [*RUN_TABLE_FIELDS, *_metric_columns(docs)]
@@ -283,39 +150,17 @@ def runs(
             primary=None if wanted else primary,
             more="--columns picks them, --format json shows whole runs",
         )
-    finish(count, fail_empty, "runs match", settings, filter)
+    finish(count, fail_empty, "runs match", empty, filter)
 
 
-def _csv_from_columns(
-    store: Any,
-    filter: str | None,
-    sort: Sequence[str],
-    most: int | None,
-    before: Callable[[int], None],
-) -> int | None:
-    """The default CSV of ``runs`` written from a store's columns, a chunk of runs at a time
-    (the local store: ``LocalStore.csv_rows``); the rows written, or None (nothing written)
-    when the store cannot, and the run documents are read instead."""
-    export = getattr(store, "csv_rows", None)
-    if export is None:
-        return None
+def _write_csv(plan: CsvRows, before: Callable[[int], None]) -> int:
+    """The default CSV of ``runs`` written from the store's columns, a chunk of runs at a
+    time (:func:`warehouse.query.api.run_csv`); the rows written."""
     import csv
     import sys
-    from datetime import UTC, datetime
 
-    from warehouse.filters.docpath import project
     from warehouse.output import OutputClosed
-    from warehouse.query.status import STATUS_FIELDS, shown_status
 
-    now = datetime.now(UTC)
-    seen = (*RUN_TABLE_FIELDS, "metrics", "primary_metric", *STATUS_FIELDS)  # as views.runs
-    plan = export(
-        _run_query(filter, sort, most),
-        RUN_TABLE_FIELDS,
-        lambda doc: shown_status(project(doc, seen), now),
-    )
-    if plan is None:
-        return None
     before(len(plan.rows))
     count = 0
     try:
@@ -330,51 +175,14 @@ def _csv_from_columns(
     return count
 
 
-def _json_documents(
-    store: Any,
-    filter: str | None,
-    sort: Sequence[str],
-    most: int | None,
-    before: Callable[[int], None],
-) -> int | None:
-    """``runs --format json`` (whole documents) written as a store reads them, a chunk at a
-    time (the local store: ``LocalStore.run_documents``); the rows written, or None when
-    the store cannot (then views.runs reads them all first)."""
-    read = getattr(store, "run_documents", None)
-    if read is None:
-        return None
-    from datetime import UTC, datetime
-
-    from warehouse.query.status import with_shown_status
-
-    now = datetime.now(UTC)
-    count, docs = read(_run_query(filter, sort, most))
-    before(count)
-    return render_rows((with_shown_status([doc], now)[0] for doc in docs), Format.json)
-
-
-def _run_query(filter: str | None, sort: Sequence[str], most: int | None) -> RunQuery:
-    """The ``RunQuery`` of ``query runs``' flags, ``status:lost`` spelled in stored fields."""
-    from warehouse.query.lookup import parse_sort
-    from warehouse.query.status import lost_aware
-    from warehouse.stores.base import RunQuery
-
-    return RunQuery(filter=lost_aware(filter), sort=tuple(map(parse_sort, sort)), limit=most)
-
-
-def _primary_path(
-    settings: Settings,
-    docs: Sequence[Mapping[str, Any]],
-    metric: str | None,
-    direction: DirectionChoice | None,
-) -> str:
+def _primary_path(settings: Settings, docs: Sequence[Mapping[str, Any]]) -> str:
     """The primary metric's column: the flag or setting in force, else the primary metric most
     of the shown runs were recorded with."""
     from collections import Counter
 
     from warehouse.models import resolve_metric
 
-    name, _ = metric_in_force(settings, metric, direction)
+    name = settings.primary_metric  # --metric's, when given
     if not {"primary_metric", "direction"} & settings.model_fields_set:
         recorded = Counter(
             str((d.get("primary_metric") or {}).get("name"))

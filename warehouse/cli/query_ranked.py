@@ -1,5 +1,8 @@
 """`warehouse query best | leaderboard | over-time | decomposition`: the views ranked by a
 metric, each of which says on stderr which runs it left out for lacking the metric.
+
+The views come from :mod:`warehouse.query.api` (metric in force, what was left out, why an
+answer is empty, all from one store opening); this module parses flags and renders.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from warehouse.cli.query import (
+from warehouse.cli.query_flags import (
     DirectionChoice,
     DirectionOpt,
     FailEmptyOpt,
@@ -21,15 +24,14 @@ from warehouse.cli.query import (
     limit_opt,
     limit_or,
     load_settings,
-    metric_in_force,
     query_app,
     render_rows,
 )
 from warehouse.output import Format, info
 
 if TYPE_CHECKING:
+    from warehouse.query.result import Result
     from warehouse.settings import Settings
-    from warehouse.stores.base import Store
 
 
 class IntervalChoice(StrEnum):
@@ -62,53 +64,35 @@ def _marked(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]
 
 
 def _ranked_view(
-    ask: Callable[[Store, Settings, str, str | None], list[dict[str, Any]]],
+    ask: Callable[[Settings], Result],
     metric: str | None,
     direction: DirectionChoice | None,
     filter: str | None,
     fmt: Format,
     fail_empty: bool,
     *,
-    empty: Sequence[str],
     what: str = "run has a value of",
     title: str | None = None,
-    keep: Sequence[str] = (),
+    keep: Sequence[str] | Callable[[Sequence[str]], Sequence[str]] = (),
     **settings_flags: Any,
 ) -> None:
-    """A view ranked by a metric: settings with the flags, ``ask(store, settings, metric,
-    direction)`` for the rows, then the table (``title`` may name ``{name}``; ``keep``: the
-    columns a narrow terminal keeps first, see :func:`warehouse.output.write_table`) or
-    JSON/CSV."""
-    from warehouse.errors import QuerySyntaxError
-    from warehouse.models import resolve_metric
-    from warehouse.query.coverage import default_metric, left_out
-    from warehouse.stores import open_store
-
+    """A view ranked by a metric: settings with the flags, ``ask(settings)`` for the view's
+    :class:`~warehouse.query.result.Result`, then the table (``title`` may name ``{name}``;
+    ``keep``: the columns a narrow terminal keeps first, or what picks them from the view's
+    columns, see
+    :func:`warehouse.output.write_table`) or JSON/CSV, and on stderr what it left out."""
     settings = load_settings(primary_metric=metric, direction=direction, **settings_flags)
-    name, way = metric_in_force(settings, metric, direction)
-    with open_store(settings) as store:
-        if not {"primary_metric", "direction"} & settings.model_fields_set:
-            # no metric asked for: the one the matching runs were recorded with
-            name, way = default_metric(store, filter, name), None
-        chosen = resolve_metric(name, way)
-        try:
-            rows = ask(store, settings, name, way)
-        except QuerySyntaxError as exc:  # no run has the metric: say which ones they have
-            hint = left_out(store, chosen, filter).message()
-            if getattr(exc, "field", None) != chosen.path or not hint:
-                raise
-            raise QuerySyntaxError(
-                f"no run has {chosen.label}: {hint}", field=chosen.path
-            ) from None
-        missing = left_out(store, chosen, filter).message()
+    result = ask(settings)
+    name = result.metric or settings.primary_metric
     shown = title.format(name=name) if title else None
-    notes: list[str] = []
+    rows, notes = result.rows, list[str]()
     if fmt is Format.table:
         rows, notes = _marked(rows)
-    rendered = render_rows(rows, fmt, title=shown, empty=empty, keep=keep, notes=notes)
-    if missing:
-        info(missing)
-    finish(rendered, fail_empty, f"{what} {name}", settings, filter)
+    kept = keep(result.columns) if callable(keep) else keep
+    rendered = render_rows(rows, fmt, title=shown, empty=result.columns, keep=kept, notes=notes)
+    if result.left_out:
+        info(result.left_out)
+    finish(rendered, fail_empty, f"{what} {name}", result.empty, filter)
 
 
 @query_app.command()
@@ -127,19 +111,23 @@ def best(
 
     Example: warehouse query best --metric val.acc -q 'NOT tags:debug' --per-experiment
     """
-    from warehouse.query import views
+    from warehouse.query import api
 
     default = None if per_experiment else 1
     _ranked_view(
-        lambda store, _, name, way: views.best(
-            store, name, way, filter, per_experiment, limit_or(limit, default)
+        lambda settings: api.best(
+            metric,
+            direction=_way(direction),
+            filter=filter,
+            per_experiment=per_experiment,
+            limit=limit_or(limit, default),
+            settings=settings,
         ),
         metric,
         direction,
         filter,
         fmt,
         fail_empty,
-        empty=views.BEST_PER_EXPERIMENT_COLUMNS if per_experiment else views.BEST_COLUMNS,
     )
 
 
@@ -164,34 +152,29 @@ def leaderboard(
 
     Example: warehouse query leaderboard --metric val.acc -q 'ended_at:>=2024-05-01'
     """
-    from warehouse.query import views
-
-    def ask(store: Store, _: Settings, name: str, way: str | None) -> list[dict[str, Any]]:
-        if by_group:
-            from warehouse.models import resolve_metric
-            from warehouse.query.replicates import leaderboard_by_group
-
-            m = resolve_metric(name, way)
-            return leaderboard_by_group(store, m, filter=filter, limit=limit_or(limit, None))
-        return views.leaderboard(store, name, way, filter, limit_or(limit, None), evidence=True)
+    from warehouse.query import api
 
     _ranked_view(
-        ask,
+        lambda settings: api.leaderboard(
+            metric,
+            direction=_way(direction),
+            filter=filter,
+            limit=limit_or(limit, None),
+            by_group=by_group,
+            settings=settings,
+        ),
         metric,
         direction,
         filter,
         fmt,
         fail_empty,
-        empty=_by_group_columns() if by_group else views.LEADERBOARD_EVIDENCE_COLUMNS,
         title="best {name}",
         keep=("rank", "experiment", "best_score", SAME),
     )
 
 
-def _by_group_columns() -> tuple[str, ...]:
-    from warehouse.query.replicates import BY_GROUP_COLUMNS
-
-    return BY_GROUP_COLUMNS
+def _way(direction: DirectionChoice | None) -> str | None:
+    return None if direction is None else direction.value
 
 
 @query_app.command("over-time")
@@ -232,50 +215,29 @@ def over_time(
 
     Example: warehouse query over-time --metric val.acc --interval week
     """
-    from warehouse.query import views
+    from warehouse.query import api
 
     period: Any = interval.value if interval is not None else None
-    if by_group and period is not None:
-        from warehouse.errors import ConfigurationError
-
-        raise ConfigurationError("--by-group gives one point per group; leave out --interval")
-
-    def ask(store: Store, _: Settings, name: str, way: str | None) -> list[dict[str, Any]]:
-        if by_group:
-            from warehouse.models import resolve_metric
-            from warehouse.query.replicates import over_time_by_group
-
-            m = resolve_metric(name, way)
-            return over_time_by_group(store, m, filter=filter, limit=limit_or(limit, None))
-        return views.over_time(
-            store, name, way, filter, period, limit_or(limit, None), every_run=every_run
-        )
-
-    if by_group:
-        from warehouse.query.replicates import OVER_TIME_BY_GROUP_COLUMNS
-
-        _ranked_view(
-            ask,
-            metric,
-            direction,
-            filter,
-            fmt,
-            fail_empty,
-            empty=OVER_TIME_BY_GROUP_COLUMNS,
-            keep=("ended_at", "best_so_far", "experiment", "mean", "is_new_best"),
-            what="ended run has a value of",
-        )
-        return
     _ranked_view(
-        ask,
+        lambda settings: api.over_time(
+            metric,
+            direction=_way(direction),
+            filter=filter,
+            interval=period,
+            limit=limit_or(limit, None),
+            every_run=every_run,
+            by_group=by_group,
+            settings=settings,
+        ),
         metric,
         direction,
         filter,
         fmt,
         fail_empty,
-        empty=views.OVER_TIME_COLUMNS if period is None else views.OVER_TIME_PERIOD_COLUMNS,
-        # the question is the running best: when, how good, and the run that set it
-        keep=(
+        # the question is the running best: when, how good, and the run (group) that set it
+        keep=("ended_at", "best_so_far", "experiment", "mean", "is_new_best")
+        if by_group
+        else (
             ("period" if period else "ended_at"),
             "best_so_far",
             "run_id",
@@ -313,19 +275,23 @@ def decomposition(
 
     Example: warehouse query decomposition --metric val.acc --baseline-error 0.02
     """
-    from warehouse.query import views
+    from warehouse.query import api
 
     _ranked_view(
-        lambda store, settings, name, way: views.decomposition(
-            store, name, way, filter, settings.baseline_error, limit_or(limit, None)
+        lambda settings: api.decomposition(
+            metric,
+            direction=_way(direction),
+            filter=filter,
+            limit=limit_or(limit, None),
+            settings=settings,
         ),
         metric,
         direction,
         filter,
         fmt,
         fail_empty,
-        empty=views.DECOMPOSITION_COLUMNS,
         # the question is bias/variance per experiment: the errors before the run and score
-        keep=("experiment", *views.DECOMPOSITION_KEYS[1:]),
+        # (experiment, run_id, score, train_error, val_error ...: the errors from val on)
+        keep=lambda columns: ("experiment", *columns[4:]),
         baseline_error=baseline_error,
     )

@@ -1,16 +1,16 @@
 """`warehouse query samples`: per-sample results of one run, of the best run, or the samples
-most runs get wrong.
+most runs get wrong, from :mod:`warehouse.query.api` (one store opening, streamed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
-from warehouse.cli.query import (
+from warehouse.cli.query_flags import (
     DirectionOpt,
     FailEmptyOpt,
     FilterOpt,
@@ -20,17 +20,11 @@ from warehouse.cli.query import (
     limit_opt,
     limit_or,
     load_settings,
-    metric_in_force,
     query_app,
     render_rows,
 )
 from warehouse.filters.docpath import get_path
 from warehouse.output import Format, info
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-
-    from warehouse.stores.base import SampleQuery, Store
 
 
 @query_app.command()
@@ -107,8 +101,8 @@ def samples(
     Example — the 100 validation samples with the lowest pixel accuracy from the best run:
     warehouse query samples --best --split val --sort pixel_acc --asc --limit 100
     """
-    from warehouse.query import views
-    from warehouse.stores import open_store
+    from warehouse.models import SAMPLE_FIXED_COLUMNS
+    from warehouse.query import api
 
     if hardest:
         _hardest(experiment, split, filter, limit_or(limit, 100), fmt, fail_empty, metric)
@@ -121,14 +115,15 @@ def samples(
     if download is not None:
         _writable_folder(download, "--download")
     settings = load_settings(primary_metric=metric, direction=direction)
-    name, way = metric_in_force(settings, metric, direction)
-    with open_store(settings) as store:
-        result = views.samples(
-            store,
+    if best and run is not None:
+        from warehouse.errors import ConfigurationError
+
+        raise ConfigurationError("give either a run id (--run RUN_ID) or --best, not both")
+    with api.connect(settings) as store:  # the one opening: the rows stream from it
+        result = api.sample_rows(
             run,
-            best=best,
-            metric=name,
-            direction=way,
+            metric=metric,
+            direction=None if direction is None else direction.value,
             filter=filter,
             experiment=experiment,
             split=split,
@@ -136,25 +131,26 @@ def samples(
             order="asc" if ascending else "desc",
             limit=limit_or(limit, 100),
             where=where,
+            store=store,
+            settings=settings,
         )
         chosen = result.run
         if best:
             from warehouse.models import resolve_metric
+            from warehouse.query.lookup import finite
 
-            path = resolve_metric(name, way).path
-            score = views.finite(get_path(chosen, path))
+            name = settings.primary_metric  # --metric's, when given
+            score = finite(get_path(chosen, resolve_metric(name).path))
             shown = "" if score is None else f", {name} = {score:.4g}"
             info(f"best run: {chosen.get('run_id')} ({chosen.get('experiment')}{shown})")
-        if fmt is Format.csv and download is None and _whole(result.query, chosen):
+        batches = api.sample_batches(result, store=store) if download is None else None
+        if fmt is Format.csv and batches is not None:
             # every row in stored order: Arrow batches straight to CSV, flat in memory
             import sys
 
             from warehouse.history.streaming import write_csv_batches
-            from warehouse.models import SAMPLE_FIXED_COLUMNS
 
-            count = write_csv_batches(
-                _batches(store, result.query, chosen), sys.stdout, empty_header=SAMPLE_FIXED_COLUMNS
-            )
+            count = write_csv_batches(batches, sys.stdout, empty_header=SAMPLE_FIXED_COLUMNS)
             finish(count, fail_empty, "samples match")
             return
         rows: Iterable[dict[str, Any]] = result
@@ -165,8 +161,6 @@ def samples(
             rows = list(rows)
             same = {"run_id", "experiment", "recorded_at", *(("split",) if split else ())}
             columns = [c for c in (rows[0] if rows else {}) if c not in same]
-        from warehouse.models import SAMPLE_FIXED_COLUMNS
-
         count = render_rows(rows, fmt, columns=columns, empty=SAMPLE_FIXED_COLUMNS)
     if download is not None and count:
         from warehouse.objects.download import download_outputs
@@ -174,25 +168,6 @@ def samples(
         written = download_outputs(rows, download, settings)
         info(f"saved {len(written)} outputs in {download}")
     finish(count, fail_empty, "samples match")
-
-
-def _whole(query: SampleQuery, run: dict[str, Any]) -> bool:
-    """Every stored row in stored order (no sort, filter or limit) of splits the run names:
-    what the stores' batches give, so the rows never become Python dicts."""
-    plain = query.sort is None and query.filter is None and query.limit is None
-    return plain and not query.offset and bool(query.split or run.get("sample_counts"))
-
-
-def _batches(store: Store, query: SampleQuery, run: dict[str, Any]) -> Iterator[pa.RecordBatch]:
-    """The stored rows a batch at a time, split by split, in the order rows are listed."""
-    from warehouse.errors import NotFound
-
-    counts = run.get("sample_counts") or {}
-    for split in [query.split] if query.split else sorted(counts):
-        try:
-            yield from store.sample_batches(query.run_id, split)
-        except NotFound:  # counted, never written (a run cut short)
-            continue
 
 
 def _hardest(
@@ -204,18 +179,14 @@ def _hardest(
     fail_empty: bool,
     metric: str | None,
 ) -> None:
-    from warehouse.models import resolve_metric
-    from warehouse.query.slices import HARDEST_COLUMNS, hardest
-    from warehouse.stores import open_store
+    from warehouse.query import api
 
     settings = load_settings(primary_metric=metric)
-    m = resolve_metric(settings.primary_metric, None if metric else settings.direction)
-    with open_store(settings) as store:
-        rows = hardest(
-            store, m, experiment=experiment, split=split, filter=filter, limit=limit or 100
-        )
-    count = render_rows(rows, fmt, columns=list(HARDEST_COLUMNS), empty=HARDEST_COLUMNS)
-    finish(count, fail_empty, "sample was got wrong by any run", settings, filter)
+    result = api.hardest(
+        experiment=experiment, split=split, filter=filter, limit=limit, settings=settings
+    )
+    count = render_rows(result.rows, fmt, columns=list(result.columns), empty=result.columns)
+    finish(count, fail_empty, "sample was got wrong by any run", result.empty, filter)
 
 
 def _writable_folder(path: Path, option: str) -> None:

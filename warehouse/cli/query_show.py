@@ -1,13 +1,14 @@
-"""`warehouse query show | compare | steps`: one run in full, runs side by side, a run's steps."""
+"""`warehouse query show | compare | steps`: one run in full, runs side by side, a run's steps
+(from :mod:`warehouse.query.api`; this module renders)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import typer
 
-from warehouse.cli.query import (
+from warehouse.cli.query_flags import (
     FailEmptyOpt,
     FormatOpt,
     finish,
@@ -30,12 +31,9 @@ def show(
 
     Example: warehouse query show 3f2a9c1d0b7e
     """
-    from warehouse.query import views
-    from warehouse.stores import open_store
+    from warehouse.query import api
 
-    settings = load_settings()
-    with open_store(settings) as store:
-        doc = views.show(store, run_id)
+    doc = api.show(run_id, settings=load_settings())
     if fmt is Format.json:
         render_rows([doc], fmt)
     elif fmt is Format.csv:
@@ -123,12 +121,9 @@ def compare(
 
     Example: warehouse query compare 3f2a9c1d0b7e 8d41c07a2f90
     """
-    from warehouse.query import views
-    from warehouse.stores import open_store
+    from warehouse.query import api
 
-    settings = load_settings()
-    with open_store(settings) as store:
-        rows = views.compare(store, run_ids)
+    rows = api.compare(run_ids, settings=load_settings()).rows
     if fmt is Format.table:
         rows = [{k if k == "field" else _short_id(k): v for k, v in row.items()} for row in rows]
     render_rows(rows, fmt)
@@ -145,15 +140,11 @@ def steps(
 
     Example: warehouse query steps 3f2a9c1d0b7e --format csv > steps.csv
     """
-    from warehouse.query import views
-    from warehouse.stores import open_store
+    from warehouse.query import api
 
-    settings = load_settings()
-    with open_store(settings) as store:
-        rows: Iterator[dict[str, Any]] = views.steps(store, run_id, limit_or(limit, None))
-        from warehouse.query.live_table import POSITION_COLUMNS
-
-        count = render_rows(rows, fmt, empty=POSITION_COLUMNS)
+    with api.connect(load_settings()) as store:  # the rows stream from it
+        rows = api.step_rows(run_id, limit=limit_or(limit, None), store=store)
+        count = render_rows(rows, fmt, empty=api.STEP_COLUMNS)
     finish(count, fail_empty, "steps recorded for this run")
 
 

@@ -1,12 +1,12 @@
 """The static HTML report: the three views, the leaderboard and the run count, in one file.
 
 A manager opens it offline: no script, no font or network fetch — the charts are inline SVG
-rendered by ``vl-convert`` from the very Vega-Lite specs Kibana uses, fed an answer of the same
-shape as Kibana's aggregations, built from the CLI's answers
-(:func:`warehouse.dashboards.vega.responses.view_response`: one source of the chart data), and a
-Content-Security-Policy forbids the page from loading anything. The tables come from
-:mod:`warehouse.query.views`, so the report and ``warehouse query`` give the same answers on the
-local store and on Elasticsearch.
+rendered by ``vl-convert`` (the ``report`` extra) from the very Vega-Lite specs Kibana uses, fed
+an answer of the same shape as Kibana's aggregations built from the overview
+(:func:`warehouse.dashboards.vega.responses.overview_responses`), and a Content-Security-Policy
+forbids the page from loading anything. Everything shown comes from one
+:func:`warehouse.query.api.overview` — the views' front door, the answers ``warehouse query``
+and the local UI give — on the local store and on Elasticsearch alike.
 """
 
 from __future__ import annotations
@@ -16,24 +16,22 @@ import logging
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse.dashboards.vega import (
     SLICES_VIEW,
-    VIEWS,
     VL_VERSION,
     slices_spec_with_values,
     spec_with_values,
 )
 from warehouse.errors import ConfigurationError
-from warehouse.models import Metric, resolve_metric
+from warehouse.models import resolve_metric
 
 if TYPE_CHECKING:
+    from warehouse.query.overview import Overview
     from warehouse.settings import Settings
-    from warehouse.stores.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -67,92 +65,8 @@ _CHART_CONFIG = {
 }
 
 
-@dataclass(frozen=True)
-class ReportData:
-    """Everything the report shows, read from the store once."""
-
-    title: str
-    source: str  # where the runs came from, without credentials
-    metric: str
-    direction: str
-    baseline_error: float
-    filter: str | None
-    runs_per_experiment: dict[str, int]  # the cards: runs and experiments (one aggregation)
-    leaderboard: list[dict[str, Any]]
-    decomposition: list[dict[str, Any]]
-    generated_at: datetime
-    responses: dict[str, dict[str, Any]]  # per view: the answer its spec reads (Kibana's shape)
-    slice: str = "label"  # the sample column of the slice heat map
-    slices: list[dict[str, Any]] | None = None  # `warehouse query slices --by <slice>`
-    replicates: list[dict[str, Any]] | None = None  # `warehouse query replicates`
-
-
-def collect(
-    store: Store,
-    *,
-    metric: str = "val.acc",
-    direction: str | None = None,
-    filter: str | None = None,
-    baseline_error: float = 0.0,
-    title: str = "ML results",
-    source: str = "",
-    slice: str | None = None,
-) -> ReportData:
-    """The runs, leaderboard and decomposition the report shows, through the query views."""
-    from warehouse.dashboards.vega.responses import view_response
-    from warehouse.query import views
-
-    m = resolve_metric(metric, direction)
-    metric_path, direct = m.label, m.direction
-    from warehouse.query.status import lost_aware
-    from warehouse.stores.base import CountQuery
-
-    counts = store.count_by(CountQuery("experiment", lost_aware(filter)))
-    board = views.leaderboard(store, metric_path, direct, filter, evidence=True)
-    parts = views.decomposition(store, metric_path, direct, filter, baseline_error=baseline_error)
-    responses = {view: view_response(view, store, metric_path, direct, filter) for view in VIEWS}
-    from warehouse.dashboards.vega.responses import slices_response
-    from warehouse.query.replicates import replicates
-
-    cut = _slice_rows(store, m, slice, filter)
-    if cut:
-        responses[SLICES_VIEW] = slices_response(cut, slice or "label")
-    return ReportData(
-        title=title,
-        source=source,
-        metric=metric_path,
-        direction=direct,
-        baseline_error=baseline_error,
-        filter=filter,
-        runs_per_experiment=counts,
-        leaderboard=board,
-        decomposition=parts,
-        generated_at=datetime.now(UTC),
-        responses=responses,
-        slice=slice or "label",
-        slices=cut,
-        replicates=replicates(store, m, filter=filter, flips=False),
-    )
-
-
-def _slice_rows(
-    store: Store, m: Metric, slice: str | None, filter: str | None
-) -> list[dict[str, Any]]:
-    """``warehouse query slices --by <slice>`` of the best runs (0/1 columns only); none when
-    the default ``label`` column is absent, an error when a column asked for is."""
-    from warehouse.query.slices import slices
-
-    try:
-        rows = slices(store, m, slice or "label", filter=filter)
-    except ConfigurationError:
-        rows = []
-    rows = [r for r in rows if r.get("ci_low") is not None]  # the heat map draws 0/1 columns
-    if slice and not rows:
-        raise ConfigurationError(
-            f"the best runs' {m.split} samples have no {slice!r} column with a 0/1 "
-            f"per-sample result (such as correct); name another --slice COLUMN or leave it out"
-        )
-    return rows
+REPORT_EXTRA = "pip install 'results-warehouse[report]'"
+"""What installs the chart renderer (vl-convert, ~80 MB: not in the core install)."""
 
 
 def build_report(
@@ -164,20 +78,13 @@ def build_report(
 ) -> str:
     """The report HTML for the configured store, metric and ``filter`` (Lucene); ``slice``:
     the sample column of the slice heat map (default ``label``, shown when present)."""
-    from warehouse.stores import open_store
+    from warehouse.query import api
 
-    with open_store(settings) as store:
-        data = collect(
-            store,
-            metric=settings.primary_metric,
-            direction=settings.direction,
-            filter=filter,
-            baseline_error=settings.baseline_error,
-            title=title or (f"{settings.project} results" if settings.project else "ML results"),
-            source=describe_source(settings),
-            slice=slice,
-        )
-    return render_html(data)
+    found = api.overview(
+        filter=filter, slices=True, slice=slice, replicates=True, settings=settings
+    )
+    heading = title or (f"{settings.project} results" if settings.project else "ML results")
+    return render_html(found, heading)
 
 
 def write_report(
@@ -193,6 +100,7 @@ def write_report(
         raise ConfigurationError(
             f"--out {out} is a folder; give a file name, e.g. --out {out / 'report.html'}"
         )
+    _renderer()  # before any query: a missing extra is said first
     text = build_report(settings, filter=filter, title=title, slice=slice)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -205,31 +113,38 @@ def write_report(
     return out
 
 
-def describe_source(settings: Settings) -> str:
-    """``Elasticsearch http://host:9200 (warehouse-*)`` or ``local store /path`` — no secrets."""
-    if settings.store_engine == "elasticsearch" and settings.es_url:
-        url = re.sub(r"//[^/@]*@", "//", settings.es_url)  # drop user:password@ if present
-        return f"Elasticsearch {url} ({settings.index_prefix}-*)"
-    return f"local store {settings.resolved_home}"
+def _renderer() -> Any:
+    """``vl_convert``, or a ConfigurationError (exit 2) that says how to install it."""
+    try:
+        import vl_convert
+    except ImportError:
+        raise ConfigurationError(
+            "the report draws its charts with vl-convert, which is not installed; install the "
+            f"report extra: {REPORT_EXTRA}"
+        ) from None
+    return vl_convert
 
 
-def render_svg(view: str, data: ReportData) -> str:
-    """One view as an inline SVG (ids made unique so several charts share a page)."""
-    import vl_convert
-
-    aggs = data.responses[view].get("aggregations", {})
+def render_svg(view: str, data: Overview, answer: dict[str, Any]) -> str:
+    """One view as an inline SVG from its Kibana-shaped ``answer`` (ids made unique so
+    several charts share a page)."""
+    vl_convert = _renderer()
+    aggs = answer.get("aggregations", {})
     aggs = aggs.get("split", aggs)  # the slice heat map's experiments are under its split
     experiments = len(aggs.get("experiments", {}).get("buckets", []))
     height = _CHART_HEIGHT.get(view) or max(120, _ROW_HEIGHT * experiments)
     if view == SLICES_VIEW:
         m = resolve_metric(data.metric, data.direction)
         spec = slices_spec_with_values(  # the column in titles: the 0/1 column slices read
-            data.responses[view], data.slice, "correct", m.split, width=CHART_WIDTH, height=height
+            answer, data.slice, "correct", m.split, width=CHART_WIDTH, height=height
         )
+        means = [r["mean"] for r in data.slices or [] if _num(r.get("mean")) is not None]
+        if means:
+            _label_colour_ends(spec, min(means), max(means))
     else:
         spec = spec_with_values(
             view,
-            data.responses[view],
+            answer,
             data.metric,
             data.direction,
             data.baseline_error,
@@ -246,9 +161,34 @@ def render_svg(view: str, data: ReportData) -> str:
     )
 
 
-def render_html(data: ReportData) -> str:
-    """The whole self-contained page."""
+def _label_colour_ends(spec: dict[str, Any], low: float, high: float) -> None:
+    """Label the colour legend of the heat map from its worst cell to its best: left to
+    Vega, a gradient's labels are round ticks inside the data, so a worst cell of 0.86 sits
+    below a scale that seems to stop at 0.90. The scale runs from ``low`` to ``high`` (to
+    the hundredth outside) and the legend names both ends and round values between."""
+    bottom, top = math.floor(low * 100) / 100, math.ceil(high * 100) / 100
+    span = top - bottom
+    if span <= 0:
+        return  # one value: nothing to scale
+    step = next((s for s in (0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5) if span / s <= 4), 1.0)
+    ticks = [k * step for k in range(math.ceil(bottom / step), math.floor(top / step) + 1)]
+    inner = [round(t, 4) for t in ticks if t - bottom > step / 2 and top - t > step / 2]
+    values = [bottom, *inner, top]
+    for layer in spec.get("layer", [spec]):
+        colour = layer.get("encoding", {}).get("color")
+        if isinstance(colour, dict) and colour.get("type") == "quantitative":
+            colour.setdefault("scale", {})["domain"] = (
+                [bottom, top] if span else [bottom - 0.01, top]
+            )
+            colour["legend"] = {**colour.get("legend", {}), "values": values, "format": ".2f"}
+
+
+def render_html(data: Overview, title: str, generated_at: datetime | None = None) -> str:
+    """The whole self-contained page of an overview (read with slices and seed groups)."""
+    from warehouse.dashboards.vega.responses import overview_responses
+
     e = html.escape
+    moment = generated_at or datetime.now(UTC)
     scored = [r for r in data.leaderboard if _num(r.get("best_score")) is not None]
     best = scored[0] if scored else None
     cards = [
@@ -262,24 +202,21 @@ def render_html(data: ReportData) -> str:
         for k, v in cards
     )
     if scored:
-        shown = [*VIEWS, *([SLICES_VIEW] if SLICES_VIEW in data.responses else [])]
+        answers = overview_responses(data)
         charts = "".join(
-            f'<section class="chart" data-view="{view}">{render_svg(view, data)}</section>'
-            for view in shown
+            f'<section class="chart" data-view="{view}">{render_svg(view, data, answer)}</section>'
+            for view, answer in answers.items()
         )
     else:
-        charts = (
-            '<section class="empty">No run has a value of '
-            f"<code>{e(data.metric)}</code> yet: record runs (for example "
-            "<code>warehouse demo</code>), then build the report again.</section>"
-        )
+        charts = f'<section class="empty">{_nothing_ranked(data)}</section>'
+
     better = "higher" if data.direction == "max" else "lower"
     flt = f" · filter <code>{e(data.filter)}</code>" if data.filter else ""
     return _PAGE.format(
-        title=e(data.title),
+        title=e(title),
         subtitle=(
             f"{e(data.metric)} ({better} is better) · {e(data.source)}{flt} · generated "
-            f"{data.generated_at:%Y-%m-%d %H:%M} UTC"
+            f"{moment:%Y-%m-%d %H:%M} UTC"
         ),
         cards=card_html,
         charts=charts,
@@ -294,7 +231,29 @@ def render_html(data: ReportData) -> str:
     )
 
 
-def _leaderboard_table(data: ReportData) -> str:
+def _nothing_ranked(data: Overview) -> str:
+    """Why no chart is drawn: an empty warehouse (then how to record runs), a filter that
+    matches no run (its likely slips), or runs without the metric (the ones they have)."""
+    e = html.escape
+    empty = data.empty
+    metric = f"<code>{e(data.metric)}</code>"
+    if empty is not None and empty.holds_no_run:
+        return (
+            f"No runs recorded in {e(data.source)} yet: record runs (for example "
+            "<code>warehouse demo</code>), then build the report again."
+        )
+    if data.filter and not data.run_count:
+        said = "".join(f"<li>{e(line)}</li>" for line in (empty.hint_lines() if empty else []))
+        return (
+            f"No run matches the filter <code>{e(data.filter)}</code>: change it (--query) or "
+            "leave it out." + (f"<ul>{said}</ul>" if said else "")
+        )
+    scope = " matching the filter" if data.filter else ""
+    instead = f" ({e(data.left_out)})" if data.left_out else ""
+    return f"No run{scope} has a value of {metric}{instead}: choose another --metric."
+
+
+def _leaderboard_table(data: Overview) -> str:
     rows = [
         [
             str(row.get("rank", "")),
@@ -338,7 +297,7 @@ def _gap(p: Any) -> str:
     return f"p = {value:.2g}" + (" (≈ not significant)" if value >= 0.05 else "")
 
 
-def _seeds_section(data: ReportData) -> str:
+def _seeds_section(data: Overview) -> str:
     """`warehouse query replicates` as a small table, when some group has two seeds or more."""
     groups = data.replicates or []
     if not any((r.get("n_seeds") or 0) >= 2 for r in groups):
@@ -365,7 +324,7 @@ def _seeds_section(data: ReportData) -> str:
     return f'<section id="seeds"><h2>Seeds</h2>{muted}{table}</section>'
 
 
-def _decomposition_table(data: ReportData) -> str:
+def _decomposition_table(data: Overview) -> str:
     keys = ("train_error", "val_error", "test_error", "avoidable_bias", "variance", "dev_overfit")
     rows = [
         [str(r.get("experiment", "")), _short(r.get("run_id")), *(_fmt(r.get(k)) for k in keys)]

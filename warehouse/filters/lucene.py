@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from warehouse.errors import QuerySyntaxError
+from warehouse.errors import QuerySyntaxError, UnknownField
 from warehouse.filters.lucene_dates import date_math as date_math
 from warehouse.filters.lucene_dates import date_span as date_span
 from warehouse.filters.lucene_dates import iso_ms as iso_ms
@@ -309,7 +309,7 @@ def fields(node: Node) -> set[str]:
     return {node.field} if node.field is not None else set()
 
 
-def unknown_field(name: str, known: Collection[str], what: str = "field") -> QuerySyntaxError:
+def unknown_field(name: str, known: Collection[str], what: str = "field") -> UnknownField:
     """The error for a field no record has, naming the closest known fields."""
     close = difflib.get_close_matches(name, list(known), n=5, cutoff=0.5)
     hint = f"closest known fields: {', '.join(close)}" if close else "no similar field exists"
@@ -317,7 +317,7 @@ def unknown_field(name: str, known: Collection[str], what: str = "field") -> Que
         listing = "a run's sample columns: 'warehouse query samples --run RUN_ID -n 1 -f json'"
     else:
         listing = "the run fields: 'warehouse query runs -n 1 --format json'"
-    return QuerySyntaxError(
+    return UnknownField(
         f"unknown {what} {name!r} ({hint}); list {listing}", field=name, suggestions=close
     )
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from warehouse.errors import QuerySyntaxError
+from warehouse.errors import UnknownField
 from warehouse.filters import lucene
 from warehouse.models import Metric
 from warehouse.query.status import lost_aware
@@ -24,11 +24,13 @@ from warehouse.stores.base import CountQuery, Store
 
 @dataclass(frozen=True)
 class LeftOut:
-    """Matching runs without the metric, and the primary metrics they were recorded with."""
+    """Matching runs without the metric, and the primary metrics they were recorded with;
+    ``recorded``: whether any run in the store has a value of the metric at all."""
 
     metric: str
     count: int
     instead: dict[str, int] = field(default_factory=dict)
+    recorded: bool = True
 
     def message(self) -> str | None:
         """The line for people (None when no run was left out)."""
@@ -59,17 +61,18 @@ def left_out(store: Store, metric: Metric, filter: str | lucene.Node | None) -> 
     """The matching runs a view ranking by ``metric`` cannot rank."""
     where = lost_aware(filter)
     missing: lucene.Node = lucene.And((where, lucene.Not(lucene.Exists(metric.path))))
+    recorded = True
     try:
         count = sum(store.count_by(CountQuery("status", missing)).values())
-    except QuerySyntaxError as exc:  # no run has the metric at all: every run lacks it
-        if getattr(exc, "field", None) != metric.path:
+    except UnknownField as exc:  # no run has the metric at all: every run lacks it
+        if exc.field != metric.path:
             raise
-        missing = where
+        missing, recorded = where, False
         count = sum(store.count_by(CountQuery("status", missing)).values())
     instead = {
         name: n for name, n in recorded_metrics(store, missing).items() if name != metric.label
     }
-    return LeftOut(metric.label, count, instead)
+    return LeftOut(metric.label, count, instead, recorded)
 
 
 __all__ = ["LeftOut", "default_metric", "left_out", "recorded_metrics"]

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
-from warehouse.errors import ConfigurationError, QuerySyntaxError
+from warehouse.errors import ConfigurationError, UnknownField
 from warehouse.filters.docpath import get_path
 from warehouse.models import Metric, resolve_metric
 from warehouse.query.lookup import _search, and_filters, finite
@@ -77,8 +77,8 @@ def over_time(
         if limit:
             return _over_time_latest(store, m, scoped, filter, limit)
         return _running_best(_timeline(store, m, filter, records_only=False), m)
-    except QuerySyntaxError as exc:
-        if getattr(exc, "field", None) == m.path:
+    except UnknownField as exc:
+        if exc.field == m.path:
             return []  # no run has a value of the metric yet
         raise
 

@@ -19,7 +19,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from warehouse.errors import ConfigurationError, NotFound, QuerySyntaxError, WarehouseError
+from warehouse.errors import (
+    ConfigurationError,
+    NotFound,
+    QuerySyntaxError,
+    UnknownField,
+    WarehouseError,
+)
 from warehouse.filters.docpath import flatten, get_path
 from warehouse.models import Decomposition, Metric, decompose, resolve_metric
 from warehouse.query.lookup import _SORT_ORDERS, _search
@@ -130,7 +136,7 @@ def experiment_bests(store: Store, m: Metric, filter: str | None) -> list[Experi
 
 def _only_non_finite(store: Store, m: Metric, exc: QuerySyntaxError) -> bool:
     """Whether ``exc`` says ``m`` is an unknown field while runs list it as invalid."""
-    if getattr(exc, "field", None) != m.path:
+    if not isinstance(exc, UnknownField) or exc.field != m.path:
         return False
     try:
         return bool(

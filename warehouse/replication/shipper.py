@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -459,6 +459,9 @@ class ReplicatingStore:
 
     def timeline(self, query: TimelineQuery) -> Timeline:
         return self.local.timeline(query)
+
+    def version(self) -> Hashable:
+        return self.local.version()
 
     def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:
         return self.local.search_samples(query)

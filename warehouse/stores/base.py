@@ -15,7 +15,7 @@ strings, exactly as typed into Kibana's search bar.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 
@@ -293,6 +293,14 @@ class Store(Protocol):
     def count_by(self, query: CountQuery) -> dict[str, int]:
         """``{value: runs}`` for the runs matching the filter that hold a value of the field
         (text values as stored, numbers and booleans as their text); none for runs without."""
+        ...
+
+    def version(self) -> Hashable:
+        """A token that changes whenever a run is written or deleted, so that equal tokens
+        mean the run queries answer the same (what a front end caches an answer by); it may
+        also change when the store reorganises itself (the local store folding its journal).
+        Cheap: the local store stats two files and reads none; Elasticsearch asks one search
+        of one hit (the run count and the newest ``updated_at``)."""
         ...
 
     def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
 import elastic_transport
@@ -307,6 +307,22 @@ class ElasticStore:
             str(b.get("key_as_string", b["key"])): int(b["doc_count"])
             for b in answer["aggregations"]["values"]["buckets"]
         }
+
+    def version(self) -> Hashable:
+        """The run count and the newest ``updated_at`` (a run's version) with its run id:
+        one search of one hit (``ignore_unavailable``: no runs index yet answers none)."""
+        body: dict[str, Any] = {
+            "size": 1,
+            "track_total_hits": True,
+            "ignore_unavailable": True,
+            "sort": [{"updated_at": {"order": "desc", "unmapped_type": "date"}}],
+            "_source": ["run_id", "updated_at"],
+        }
+        with self._map_errors("count runs"):
+            answer = self.client.search(index=self.names["runs"], **body).body
+        hits = answer["hits"]
+        newest = hits["hits"][0].get("_source", {}) if hits["hits"] else {}
+        return (int(hits["total"]["value"]), newest.get("updated_at"), newest.get("run_id"))
 
     def _runs_by_id(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The whole documents of these runs, by id (one request)."""

@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -347,6 +347,10 @@ class LocalStore:
                     strict=True,
                 )
             }
+
+    def version(self) -> Hashable:
+        """The catalog's version (:meth:`RunCatalog.version`): no file is read."""
+        return self._catalog.version()
 
     def _matching(self, node: lucene.Node, table: pa.Table) -> np.ndarray:
         if node == lucene.MATCH_ALL:

@@ -157,6 +157,13 @@ class RunCatalog:
         (:mod:`~warehouse.stores.local_docs`)."""
         return texts(column, rows, self._mapped)
 
+    def version(self) -> tuple[_StatKey, _StatKey]:
+        """What changes whenever a run file is written, replaced or removed: the stat of the
+        journal (every write appends to it) and of ``runs/`` (two ``os.stat`` calls, nothing
+        read). Folding the journal changes it too (a compaction, or the first reader of a
+        warehouse without a catalog storing the one it built)."""
+        return (_stat(self.journal), _stat(self.runs_dir))
+
     def _stat_key(self) -> _Key:
         return (_stat(self.path), _stat(self.journal), _stat(self.runs_dir))
 

@@ -1,10 +1,13 @@
-"""What the local UI's JSON endpoints answer: plain dicts from the query views, the report's data
-and the evidence module, so the page shows what ``warehouse query`` and ``warehouse report``
-show, on the local store and on Elasticsearch alike.
+"""What the local UI's JSON endpoints answer: the views of :mod:`warehouse.query.api` (the one
+front door every front end asks, so the page shows what ``warehouse query`` and ``warehouse
+report`` show, on the local store and on Elasticsearch alike), shaped for the page.
 
 Nothing here writes: every function only reads the store (and the object store, for outputs,
 artifacts and git diffs). Runs are paged with a keyset (``search_after`` spelled as a filter on
-the sort field and ``run_id``), so a page costs one bounded query however deep it is.
+the sort field and ``run_id``), so a page costs one bounded query however deep it is. The
+overview is kept until the store's version changes (:func:`warehouse.query.api.version`: three
+``stat`` calls on the local store), so a page refreshing every few seconds costs no read while
+nothing is recorded.
 """
 
 from __future__ import annotations
@@ -12,15 +15,15 @@ from __future__ import annotations
 import json
 import mimetypes
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote as url_quote
 
-from warehouse.errors import ConfigurationError, NotFound, QuerySyntaxError, WarehouseError
+from warehouse.errors import ConfigurationError, QuerySyntaxError, WarehouseError
 from warehouse.filters import lucene
 from warehouse.output import jsonable as _jsonable
+from warehouse.query import api
 
 if TYPE_CHECKING:
     from warehouse.objects.base import ObjectStore
@@ -34,7 +37,6 @@ PAGE_SIZE = 50
 MAX_PAGE = 500
 SAMPLE_PAGE = 48
 FLIPPED_SHOWN = 60
-CACHE_TTL_S = 30.0  # a cached overview is recomputed at least this often (lost runs age)
 _DIFF_LIMIT = 1 << 20  # git diffs larger than this are cut
 
 
@@ -66,105 +68,75 @@ def content_kind(uri: str, content_type: str | None = None) -> str:
 
 @dataclass
 class UiData:
-    """The UI's read-only view of one store, with a small cache for the overview."""
+    """The UI's read-only view of one store, with the overview kept until the store changes."""
 
     settings: Settings
     store: Store
     objects: ObjectStore | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
-    _overview: tuple[Any, float, dict[str, Any]] | None = None
+    _overview: tuple[Any, dict[str, Any]] | None = None
+
+    def _door(self) -> dict[str, Any]:
+        """What every view of the front door is asked with: this UI's store and settings."""
+        return {"store": self.store, "settings": self.settings}
 
     # --- overview -------------------------------------------------------------------------
 
-    def fingerprint(self) -> Any:
-        """What changes whenever a run is written: the run count and the newest save."""
-        from warehouse.query import views
-
-        count = self.count(None)
-        try:
-            newest = views.runs(
-                self.store, sort=("updated_at:desc",), limit=1, fields=("run_id", "updated_at")
-            )
-        except QuerySyntaxError:  # no run has updated_at yet (empty warehouse)
-            newest = []
-        return (count, jsonable(newest))
-
     def overview(self) -> dict[str, Any]:
         """The three views' specs, the leaderboard with intervals, the bias/variance table and
-        the run count; cached until a run is written (or ``CACHE_TTL_S`` passes)."""
+        the run count: computed again only when the store's version has changed since."""
         with self.lock:
-            stamp = self.fingerprint()
             cached = self._overview
-            if cached and cached[0] == stamp and time.monotonic() - cached[1] < CACHE_TTL_S:
-                return cached[2]
-            answer = self._overview_now(stamp)
-            self._overview = (stamp, time.monotonic(), answer)
+            if cached is not None and cached[0] == api.version(self.store):
+                return cached[1]
+            found = api.overview(**self._door())
+            answer = self._overview_page(found)
+            self._overview = (found.version, answer)
             return answer
 
-    def _overview_now(self, stamp: Any) -> dict[str, Any]:
-        from warehouse.dashboards.report import collect, describe_source
+    def _overview_page(self, o: api.Overview) -> dict[str, Any]:
         from warehouse.dashboards.vega import VIEWS, spec_with_values
-        from warehouse.query import views
+        from warehouse.dashboards.vega.responses import overview_responses
 
-        s = self.settings
-        data = collect(
-            self.store,
-            metric=s.primary_metric,
-            direction=s.direction,
-            baseline_error=s.baseline_error,
-            source=describe_source(s),
-        )
-        board = views.leaderboard(self.store, data.metric, data.direction, evidence=True)
-        experiments = len(data.runs_per_experiment)
+        experiments = len(o.runs_per_experiment)
         charts = {}
-        if board:
+        if o.leaderboard:
+            answers = overview_responses(o)  # Kibana's answer shape: O(experiments), not O(runs)
             for view in VIEWS:
                 height = 260 if view == "best_over_time" else max(120, 30 * experiments)
-                # each view's answer is shaped as Elasticsearch's aggregation answer, the one
-                # Kibana draws: O(experiments) or O(time buckets), not O(runs)
                 spec = spec_with_values(
-                    view,
-                    data.responses[view],
-                    data.metric,
-                    data.direction,
-                    data.baseline_error,
-                    height=height,
+                    view, answers[view], o.metric, o.direction, o.baseline_error, height=height
                 )
                 spec["width"] = "container"
                 charts[view] = jsonable(spec)
+        s = self.settings
         return {
-            "fingerprint": stamp,
+            "fingerprint": jsonable(o.version),
             "title": f"{s.project} results" if s.project else "ML results",
-            "source": data.source,
-            "metric": data.metric,
-            "direction": data.direction,
-            "run_count": stamp[0],
+            "source": o.source,
+            "metric": o.metric,
+            "direction": o.direction,
+            "run_count": o.run_count,
             "experiment_count": experiments,
-            "best_run_id": board[0]["best_run_id"] if board else None,
+            "best_run_id": o.leaderboard[0]["best_run_id"] if o.leaderboard else None,
             "charts": charts,
-            "leaderboard": jsonable(board),
-            "decomposition": jsonable(data.decomposition),
+            "leaderboard": jsonable(o.leaderboard),
+            "decomposition": jsonable(o.decomposition),
+            "empty": _empty(o.empty, f"no run has a value of {o.metric}"),
+            "left_out": o.left_out,
         }
 
     # --- runs -----------------------------------------------------------------------------
 
     def count(self, filter: str | lucene.Node | None) -> int:
         """How many runs match ``filter`` (an aggregation, no documents read)."""
-        from warehouse.query.status import lost_aware
-        from warehouse.stores.base import CountQuery
-
         with self.lock:
-            counts = self.store.count_by(CountQuery("experiment", lost_aware(filter)))
-        return sum(counts.values())
+            return api.count(filter, **self._door())
 
     def metric_names(self, sample: int = 200) -> list[str]:
         """``split.metric`` names seen on the newest runs (the choosable metric columns)."""
-        from warehouse.query import views
-
         with self.lock:
-            docs = views.runs(self.store, limit=sample, fields=("run_id", "metrics"))
-        names = {f"{s}.{m}" for d in docs for s, ms in (d.get("metrics") or {}).items() for m in ms}
-        return sorted(names)
+            return api.metric_names(sample=sample, **self._door())
 
     def runs_page(
         self,
@@ -174,9 +146,10 @@ class UiData:
         after: str | None = None,
         size: int = PAGE_SIZE,
     ) -> dict[str, Any]:
-        """One page of the runs table: rows, the total matching, the cursor of the next page."""
+        """One page of the runs table: rows, the total matching, the cursor of the next page,
+        and when no run matches, why (the filter's likely slips, as the CLI says them)."""
         from warehouse.models import resolve_metric
-        from warehouse.query import views
+        from warehouse.query.lookup import parse_sort
 
         text = (filter or "").strip() or None
         tree = lucene.parse(text)  # a syntax error says so before any store is asked
@@ -185,25 +158,25 @@ class UiData:
         columns = [f"metrics.{m}" for m in metrics if m]
         for name in columns:
             resolve_metric(name)  # "metrics.val.acc" → checked split.metric
-        field_name, order = views.parse_sort(sort or "started_at:desc")
+        field_name, order = parse_sort(sort or "started_at:desc")
         if field_name not in SORTABLE and not field_name.startswith("metrics."):
             raise QuerySyntaxError(
                 f"cannot sort runs by {field_name!r}; sort by one of "
                 f"{', '.join(sorted(SORTABLE))} or a metric column"
             )
-        where: lucene.Node = tree
+        where: str | lucene.Node | None = text
         if after:
             where = lucene.And((tree, _after(field_name, order, after)))
-        fields = (*RUN_COLUMNS, *columns)
         with self.lock:
-            rows = views.runs(
-                self.store,
-                filter=where,  # type: ignore[arg-type]  # RunQuery takes a parsed tree too
+            found = api.runs(
+                where,
                 sort=((field_name, order),),
                 limit=size + 1,
-                fields=fields,
+                columns=(*RUN_COLUMNS, *columns),
+                **self._door(),
             )
             total = self.count(tree)
+        rows = found.rows
         more = len(rows) > size
         rows = rows[:size]
         cursor = None
@@ -218,6 +191,7 @@ class UiData:
             "total": total,
             "sort": f"{field_name}:{order}",
             "next": cursor,
+            "empty": _empty(found.empty, "no run matches"),
         }
 
     # --- one run --------------------------------------------------------------------------
@@ -227,10 +201,8 @@ class UiData:
         artifacts with links."""
         import yaml
 
-        from warehouse.query import views
-
         with self.lock:
-            doc = views.get_run(self.store, run_id)
+            doc = api.show(run_id, **self._door())
         git = doc.get("git") or {}
         diff_text = None
         if git.get("diff_uri"):
@@ -263,11 +235,9 @@ class UiData:
 
     def steps(self, run_id: str, after_seq: int = -1) -> dict[str, Any]:
         """A run's step rows after ``after_seq`` (the page appends them while the run runs)."""
-        from warehouse.query import views
-
         with self.lock:
-            run = views.get_run(self.store, run_id, fields=("run_id", "status"))
-            rows = list(views.steps(self.store, str(run["run_id"]), after_seq=after_seq))
+            run = api.show(run_id, fields=("run_id", "status"), **self._door())
+            rows = api.steps(str(run["run_id"]), after_seq=after_seq, **self._door()).rows
         return _answer({"status": run.get("status"), "rows": rows})
 
     # --- samples --------------------------------------------------------------------------
@@ -283,69 +253,41 @@ class UiData:
     ) -> dict[str, Any]:
         """One page of a run's samples, worst first by default (by the primary metric's
         per-sample column), each output with a link and how to show it."""
-        from warehouse.models import resolve_metric
-        from warehouse.query import views
-        from warehouse.query.evidence import candidate_columns
-        from warehouse.stores.base import SampleQuery
-
         if not 1 <= limit <= MAX_PAGE:
             raise ConfigurationError(f"sample page size {limit} is not between 1 and {MAX_PAGE}")
-        metric = resolve_metric(self.settings.primary_metric, self.settings.direction)
         with self.lock:
-            run = views.get_run(self.store, run_id, fields=views.SAMPLE_RUN_FIELDS)
-        counts: dict[str, int] = run.get("sample_counts") or {}
-        if not counts:
-            return _answer({"run": run, "splits": {}, "rows": [], "columns": []})
-        if split is None:
-            split = metric.split if metric.split in counts else sorted(counts)[0]
-        if split not in counts:
-            raise NotFound(
-                f"run {run['run_id']} has no {split!r} samples; its splits with samples: "
-                f"{', '.join(sorted(counts))}"
+            page = api.sample_page(
+                run_id,
+                split=split,
+                sort=sort,
+                order=order,
+                offset=offset,
+                limit=limit,
+                **self._door(),
             )
-        rid = str(run["run_id"])
-        with self.lock:
-            first = next(iter(self.store.search_samples(SampleQuery(rid, split, limit=1))), {})
-        columns = [c for c in first if c not in ("run_id", "experiment", "split", "output_uri")]
-        if sort is None:
-            found = [c for c in candidate_columns(run, split, metric, None) if c in columns]
-            sort = found[0] if found else None
-            if order is None:
-                order = "asc" if metric.direction == "max" else "desc"  # worst first
-        order = order or "asc"
-        if order not in ("asc", "desc"):
-            raise QuerySyntaxError(f"sample order {order!r} is neither asc nor desc")
-        query = SampleQuery(
-            rid,
-            split,
-            sort=sort,
-            order="desc" if order == "desc" else "asc",
-            limit=limit,
-            offset=offset,
-        )
-        with self.lock:
-            rows = list(self.store.search_samples(query))
+        if page.split is None:
+            return _answer({"run": page.run, "splits": {}, "rows": [], "columns": []})
         shown = []
-        for row in rows:
+        for row in page.rows:
             uri = row.get("output_uri")
             shown.append(
                 {
                     "sample_id": row.get("sample_id"),
-                    "values": {c: row.get(c) for c in columns if c != "sample_id"},
+                    "values": {c: row.get(c) for c in page.columns if c != "sample_id"},
                     "output": object_href(uri),
                     "kind": content_kind(str(uri)) if uri else None,
                 }
             )
         return _answer(
             {
-                "run": run,
-                "split": split,
-                "splits": counts,
-                "columns": columns,
-                "sort": sort,
-                "order": order,
-                "offset": offset,
-                "total": counts[split],
+                "run": page.run,
+                "split": page.split,
+                "splits": page.splits,
+                "columns": page.columns,
+                "sort": page.sort,
+                "order": page.order,
+                "offset": page.offset,
+                "total": page.total,
                 "rows": shown,
             }
         )
@@ -355,29 +297,25 @@ class UiData:
     def compare(self, run_ids: Sequence[str]) -> dict[str, Any]:
         """Runs side by side (identity, metrics, differing config keys) and, where both first
         runs have per-sample results, the samples that flipped between them."""
-        from warehouse.models import resolve_metric
-        from warehouse.query import evidence, views
+        from warehouse.errors import NotFound
 
         with self.lock:
-            rows = views.compare(self.store, run_ids)
+            rows = api.compare(run_ids, **self._door()).rows
         ids = [k for k in rows[0] if k != "field"] if rows else list(run_ids)
-        metric = resolve_metric(self.settings.primary_metric, self.settings.direction)
         flipped: dict[str, Any] | None = None
         try:
             with self.lock:
-                a = views.get_run(self.store, ids[0])
-                b = views.get_run(self.store, ids[1])
-                found = evidence.diff(self.store, a, b, split=metric.split, metric=metric)
+                found = api.diff(ids[0], ids[1], **self._door())
         except (NotFound, ConfigurationError) as exc:
             flipped = {"error": str(exc)}
         else:
             flipped = {
-                "a": found.run_a,
-                "b": found.run_b,
+                "a": found.a.get("run_id"),
+                "b": found.b.get("run_id"),
                 "split": found.split,
                 "column": found.column,
-                "summary": found.summary(),
-                "counts": found.counts(),
+                "summary": found.summary,
+                "counts": found.counts,
                 "rows": [
                     {
                         "sample_id": r["sample_id"],
@@ -392,6 +330,19 @@ class UiData:
                 ],
             }
         return _answer({"runs": ids, "rows": rows, "diff": flipped})
+
+
+def _empty(empty: api.Empty | None, nothing: str) -> dict[str, Any] | None:
+    """Why a view is empty, for the page: the line, the filter's slips and its correction."""
+    if empty is None:
+        return None
+    hints = empty.hints
+    return {
+        "message": empty.message(nothing),
+        "holds_no_run": empty.holds_no_run,
+        "hints": list(hints.lines) if hints is not None else [],
+        "corrected": hints.corrected if hints is not None else None,
+    }
 
 
 def _flat_run(doc: Mapping[str, Any], metric_columns: Sequence[str]) -> dict[str, Any]:

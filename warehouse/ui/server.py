@@ -295,7 +295,7 @@ def make_server(
 ) -> tuple[UiServer, UiData]:
     """A server bound to ``host:port`` (0 = any free port) over the configured stores."""
     from warehouse.objects import open_object_store
-    from warehouse.stores import open_store
+    from warehouse.query.api import open_store
 
     store = open_store(settings)
     try:

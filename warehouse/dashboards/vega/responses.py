@@ -20,13 +20,14 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from warehouse.dashboards.vega import VIEWS, auto_interval
+from warehouse.dashboards.vega import SLICES_VIEW, VIEWS, auto_interval
 from warehouse.errors import ConfigurationError
 from warehouse.models import Metric, resolve_metric
 from warehouse.values import parse_time
 
 if TYPE_CHECKING:
-    from warehouse.stores.base import Store
+    from warehouse.query.overview import Overview
+    from warehouse.stores.base import ExperimentBest, Store
 
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _MONDAY_MS = 4 * 86_400_000  # 1970-01-05, the first Monday after the epoch
@@ -52,6 +53,12 @@ def view_response(
         points = views.over_time(store, m.label, m.direction, filter)
         return time_buckets(points, m, interval)
     bests = views.experiment_bests(store, m, filter)  # the CLI's leaderboard and decomposition rows
+    return ranked_response(bests, m)
+
+
+def ranked_response(bests: Sequence[ExperimentBest], m: Metric) -> dict[str, Any]:
+    """Each experiment's best run as the ranked views' ``terms`` buckets (``doc_count``: its
+    run count; its best run the single ``top_hits`` hit)."""
     buckets = [
         {
             "key": b.experiment,
@@ -61,6 +68,21 @@ def view_response(
         for b in bests
     ]
     return _answer("experiments", buckets)
+
+
+def overview_responses(o: Overview) -> dict[str, dict[str, Any]]:
+    """Every view's answer for an overview (:func:`warehouse.query.api.overview`): the three
+    views, and the slice heat map when the overview holds slices — no store is asked."""
+    m = resolve_metric(o.metric, o.direction)
+    ranked = ranked_response(o.bests, m)
+    answers = {
+        "best_over_time": time_buckets(o.records, m),
+        "experiments_ranked": ranked,
+        "bias_variance": ranked,
+    }
+    if o.slices:
+        answers[SLICES_VIEW] = slices_response(o.slices, o.slice)
+    return answers
 
 
 def time_buckets(

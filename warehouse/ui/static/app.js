@@ -32,9 +32,28 @@ async function api(path) {
   return body;
 }
 
+// A number as recorded: integers without separators (a seed of 3870 is "3870"), other numbers
+// with 4 decimals or 3 significant digits, whichever shows more (lr 0.000538 stays 0.000538).
+function num(v) {
+  if (Number.isInteger(v)) return String(v);
+  if (!Number.isFinite(v)) return String(v);
+  const lead = v === 0 ? 0 : Math.max(0, -Math.floor(Math.log10(Math.abs(v))) - 1);
+  return v.toFixed(Math.min(20, Math.max(4, lead + 3)));
+}
+
+// A config or parameter value exactly as stored (no rounding at all).
+function raw(v) {
+  return typeof v === "number" ? String(v) : fmt(v);
+}
+
+// A count of things (runs, samples, bytes): with thousands separators.
+function count(v) {
+  return typeof v === "number" ? v.toLocaleString() : fmt(v);
+}
+
 function fmt(v) {
   if (v === null || v === undefined) return "—";
-  if (typeof v === "number") return Number.isInteger(v) ? v.toLocaleString() : v.toFixed(4);
+  if (typeof v === "number") return num(v);
   if (typeof v === "boolean") return v ? "true" : "false";
   if (typeof v === "object") return JSON.stringify(v);
   const s = String(v);
@@ -54,8 +73,14 @@ function table(head, rows, numeric) {
 
 function every(ms, fn) { timers.push(setInterval(fn, ms)); }
 
+// The page's content; null/false children (a section not shown) leave nothing behind, where
+// replaceChildren would write them out as the text "null".
+function show(...children) {
+  view.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+}
+
 function failed(err) {
-  view.replaceChildren(h("div", { class: "error", id: "page-error", text: String(err.message || err) }));
+  show(h("div", { class: "error", id: "page-error", text: String(err.message || err) }));
   document.body.dataset.ready = "error";
 }
 
@@ -70,7 +95,12 @@ async function embed(el, spec) {
 
 function output(href, kind, label) {
   if (!href) return h("div", { class: "muted", text: "no output" });
-  if (kind === "image") return h("img", { src: href, alt: label || "output", loading: "lazy" });
+  if (kind === "image") {
+    // an output whose file is gone says so, instead of a broken-image icon
+    const missing = () => img.replaceWith(h("div", { class: "muted missing-output", text: "output missing" }));
+    const img = h("img", { src: href, alt: label || "output", loading: "lazy", onerror: missing });
+    return img;
+  }
   if (kind === "audio") return h("audio", { src: href, controls: true });
   if (kind === "video") return h("video", { src: href, controls: true, width: 160 });
   if (kind === "text") {
@@ -105,7 +135,7 @@ async function renderOverview(d) {
   const ci = (r) => (r.ci_low === null || r.ci_low === undefined ? "—" : `[${fmt(r.ci_low)}, ${fmt(r.ci_high)}]`);
   const vsNext = (r) => (r.vs_next_diff === null || r.vs_next_diff === undefined ? "—"
     : `${r.vs_next_diff >= 0 ? "+" : ""}${fmt(r.vs_next_diff)} (p ${fmt(r.vs_next_p)})`);
-  view.replaceChildren(
+  show(
     h("h1", { text: d.title }),
     h("p", { class: "muted", text: `${d.metric} (${better} is better) · ${d.source}` }),
     h("div", { class: "cards" },
@@ -114,10 +144,11 @@ async function renderOverview(d) {
         .map(([k, v, id]) => h("div", { class: "card" }, h("div", { class: "label", text: k }), h("div", { class: "value", id, text: v })))),
     best ? h("p", {}, "The best run: ", runLink(d.best_run_id), " · ",
       h("a", { href: `#/samples/${encodeURIComponent(d.best_run_id)}`, id: "best-samples", text: "its worst samples" })) : null,
-    ...(charts.length ? charts : [h("section", { class: "muted", text: `No run has a value of ${d.metric} yet: record runs (for example warehouse demo).` })]),
+    ...(charts.length ? charts : [h("section", { class: "muted", id: "overview-empty" },
+      d.empty ? d.empty.message : `No run has a value of ${d.metric}`, d.left_out ? ` (${d.left_out})` : null)]),
     h("section", { id: "leaderboard" }, h("h2", { text: "Leaderboard" }),
       table(["#", "experiment", `best ${d.metric}`, "95% interval", "vs next", "best run", "runs", "ended"],
-        d.leaderboard.map((r) => [r.rank, r.experiment, fmt(r.best_score), ci(r), vsNext(r), runLink(r.best_run_id), fmt(r.run_count), fmt(r.ended_at)]),
+        d.leaderboard.map((r) => [r.rank, r.experiment, fmt(r.best_score), ci(r), vsNext(r), runLink(r.best_run_id), count(r.run_count), fmt(r.ended_at)]),
         [0, 2, 6])),
     h("section", { id: "decomposition" }, h("h2", { text: "Bias / variance of each experiment's best run" }),
       table(["experiment", "best run", "train error", "val error", "test error", "avoidable bias", "variance", "dev overfit"],
@@ -140,6 +171,7 @@ async function runs(gen, params) {
   };
   const box = h("input", { type: "search", id: "filter", value: state.q, placeholder: "Lucene filter, e.g. experiment:digits-svm AND metrics.val.acc:>=0.9", spellcheck: "false" });
   const err = h("div", { class: "error", id: "filter-error" });
+  const hints = h("div", { class: "hints", id: "filter-hints" });
   const info = h("span", { class: "muted", id: "runs-info" });
   const prev = h("button", { id: "prev", text: "‹ Previous" });
   const next = h("button", { id: "next", text: "Next ›" });
@@ -154,8 +186,8 @@ async function runs(gen, params) {
       return h("label", {}, cb, ` ${m}`);
     }));
   const holder = h("div", { id: "runs-table" });
-  view.replaceChildren(h("h1", { text: "Runs" }),
-    h("section", {}, h("div", { class: "toolbar" }, box, prev, next, compareBtn), err, picker, info, holder));
+  show(h("h1", { text: "Runs" }),
+    h("section", {}, h("div", { class: "toolbar" }, box, prev, next, compareBtn), err, hints, picker, info, holder));
 
   async function load(reset) {
     if (reset) { state.cursors = [null]; state.page = 0; }
@@ -174,8 +206,21 @@ async function runs(gen, params) {
     }
     if (gen !== generation) return;
     err.textContent = "";
+    sayWhyEmpty(data.empty);
     state.cursors[state.page + 1] = data.next;
     render(data);
+  }
+
+  // what the CLI says under an empty answer: the filter's likely slips and the corrected filter
+  function sayWhyEmpty(empty) {
+    const lines = empty ? empty.hints.map((line) => h("div", { class: "hint", text: line })) : [];
+    if (empty && empty.holds_no_run) lines.unshift(h("div", { class: "hint", text: empty.message }));
+    if (empty && empty.corrected) {
+      const fix = h("a", { href: "#", id: "filter-corrected", text: empty.corrected });
+      fix.addEventListener("click", (e) => { e.preventDefault(); box.value = empty.corrected; state.q = empty.corrected; load(true); });
+      lines.push(h("div", { class: "hint" }, "did you mean ", fix, "?"));
+    }
+    hints.replaceChildren(...lines);
   }
 
   function render(data) {
@@ -206,7 +251,7 @@ async function runs(gen, params) {
     holder.replaceChildren(h("table", {}, h("thead", {}, head), h("tbody", {}, body)));
     holder.dataset.state = "ok";
     const first = state.page * 50;
-    info.textContent = data.total ? `runs ${first + 1}–${first + data.rows.length} of ${data.total.toLocaleString()}` : "no run matches";
+    info.textContent = data.total ? `runs ${first + 1}–${first + data.rows.length} of ${data.total.toLocaleString()}` : (data.empty && data.empty.message) || "no run matches";
     prev.disabled = state.page === 0;
     next.disabled = !data.next;
     document.body.dataset.ready = "runs";
@@ -239,7 +284,7 @@ async function run(gen, id) {
   };
   const git = r.git || {};
   const charts = h("div", { class: "grid2", id: "step-charts" });
-  view.replaceChildren(
+  show(
     h("h1", { text: `Run ${r.run_id}` }),
     h("p", {}, statusCell(r.status), ` · ${r.experiment} · started ${fmt(r.started_at)} · ended ${fmt(r.ended_at)} · ${fmt(r.duration_s)} s`,
       r.sample_counts && Object.keys(r.sample_counts).length ? [" · ", h("a", { href: `#/samples/${encodeURIComponent(r.run_id)}`, text: "samples" })] : null),
@@ -253,7 +298,7 @@ async function run(gen, id) {
       table(["commit", "branch", "dirty", "message"], [[fmt(git.commit), fmt(git.branch), fmt(git.dirty), fmt(git.message)]]),
       d.git_diff ? h("pre", { id: "git-diff", text: d.git_diff }) : null),
     h("section", { id: "artifacts" }, h("h2", { text: "Artifacts" }),
-      d.artifacts.length ? table(["name", "kind", "size", "type"], d.artifacts.map((a) => [h("a", { href: a.href, text: a.name }), a.kind, fmt(a.size_bytes), fmt(a.content_type)]), [2])
+      d.artifacts.length ? table(["name", "kind", "size", "type"], d.artifacts.map((a) => [h("a", { href: a.href, text: a.name }), a.kind, count(a.size_bytes), fmt(a.content_type)]), [2])
         : h("p", { class: "muted", text: "No artifacts." })),
     h("section", { id: "environment" }, h("h2", { text: "Environment" }), h("pre", { text: JSON.stringify(r.environment || {}, null, 2) })),
   );
@@ -308,13 +353,13 @@ async function samples(gen, id, params) {
     output(s.output, s.kind, `sample ${s.sample_id}`),
     h("div", { class: "id", text: s.sample_id }),
     Object.entries(s.values).map(([k, v]) => h("div", { class: k === d.sort ? "sorted" : null, text: `${k}: ${fmt(v)}` }))));
-  view.replaceChildren(
+  show(
     h("h1", { text: "Samples" }),
     h("p", {}, "Run ", runLink(d.run.run_id), ` · ${d.run.experiment} · `, statusCell(d.run.status)),
     d.rows.length || d.columns.length ? h("section", {},
       h("div", { class: "toolbar" }, "split", select("split", Object.keys(d.splits), d.split, "split"),
         "sort by", select("sort", d.columns, d.sort, "sort"), select("order", ["asc", "desc"], d.order, "order"),
-        prev, next, h("span", { class: "muted", text: `${offset + 1}–${offset + d.rows.length} of ${fmt(d.total)}` })),
+        prev, next, h("span", { class: "muted", text: `${offset + 1}–${offset + d.rows.length} of ${count(d.total)}` })),
       h("div", { class: "gallery", id: "gallery" }, tiles))
       : h("section", { class: "muted", text: "This run has no per-sample results." }),
   );
@@ -330,7 +375,7 @@ async function compare(gen, ids) {
     const values = d.runs.map((id) => r[id]);
     const differs = values.some((v) => JSON.stringify(v) !== JSON.stringify(values[0]));
     return h("tr", { class: differs ? "differs" : null, "data-field": r.field },
-      h("td", { text: r.field }), values.map((v) => h("td", { text: fmt(v) })));
+      h("td", { text: r.field }), values.map((v) => h("td", { text: r.field.startsWith("config.") ? raw(v) : fmt(v) })));
   });
   const config = d.rows.filter((r) => r.field.startsWith("config."));
   let diff = null;
@@ -341,7 +386,7 @@ async function compare(gen, ids) {
         h("div", { class: "pair" }, h("div", {}, output(r.a_output, r.kind, "a"), "a: ", fmt(r.a)), h("div", {}, output(r.b_output, r.kind, "b"), "b: ", fmt(r.b))),
         h("div", { class: "id", text: r.sample_id }), h("div", { class: r.change, text: r.change }))))];
   }
-  view.replaceChildren(
+  show(
     h("h1", { text: `Compare ${d.runs.length} runs` }),
     h("section", { id: "config-diff" }, h("h2", { text: `Config keys that differ (${config.length})` }),
       config.length ? null : h("p", { class: "muted", text: "The configs are the same." }),

@@ -10,7 +10,8 @@ corrected filter::
     -q 'metrics.val.acc:>0.9'?
 
 Only :func:`hints` asks the store anything (the values of ``experiment`` and ``tags``), and
-only when the filter matched nothing.
+only when the filter matched nothing. Every front end says them: the CLI on stderr, the UI under
+its filter box (:func:`warehouse.query.api.why_empty` finds them).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -37,9 +39,22 @@ VALUE_FIELDS = ("experiment", "tags")
 """The fields whose recorded values a mistyped word is compared with."""
 
 
-def hints(filter: str, store: Store) -> list[str]:
-    """The likely slips in ``filter`` (which matched no run), one line each, the last one
-    with the whole corrected filter when one could be made; none when nothing looks wrong."""
+@dataclass(frozen=True)
+class Hints:
+    """The likely slips of a filter that matched nothing: one line each, and the whole
+    filter with every slip fixed (None when none could be named)."""
+
+    lines: tuple[str, ...] = ()
+    corrected: str | None = None
+
+    def said(self) -> list[str]:
+        """The lines, the last one with the corrected filter as the CLI takes it."""
+        meant = [f"did you mean -q '{self.corrected}'?"] if self.corrected is not None else []
+        return [*self.lines, *meant]
+
+
+def hints(filter: str, store: Store) -> Hints:
+    """The likely slips in ``filter`` (which matched no run); none when nothing looks wrong."""
     cache: dict[str, list[str]] = {}
 
     def values(field: str) -> list[str]:
@@ -50,7 +65,7 @@ def hints(filter: str, store: Store) -> list[str]:
     return suggest(filter, values)
 
 
-def suggest(filter: str, values: Callable[[str], Collection[str]]) -> list[str]:
+def suggest(filter: str, values: Callable[[str], Collection[str]]) -> Hints:
     """:func:`hints` over ``values(field)``, the recorded values of a field."""
     lines: list[str] = []
     fixed = filter
@@ -81,9 +96,7 @@ def suggest(filter: str, values: Callable[[str], Collection[str]]) -> list[str]:
             lines.append(line)
             if replacement:
                 fixed = fixed.replace(bare, replacement, 1)
-    if fixed != filter:
-        lines.append(f"did you mean -q '{fixed}'?")
-    return lines
+    return Hints(tuple(lines), fixed if fixed != filter else None)
 
 
 def _bare_word(word: str, values: Callable[[str], Collection[str]]) -> tuple[str, str] | None:
@@ -128,4 +141,4 @@ def _values(store: Store, field: str) -> list[str]:
         return []
 
 
-__all__ = ["VALUE_FIELDS", "hints", "suggest"]
+__all__ = ["VALUE_FIELDS", "Hints", "hints", "suggest"]
