@@ -177,3 +177,14 @@ def test_library_regexes_see_long_text_in_windows_and_miss_nothing_at_their_seam
     for at in range(secret_library.WINDOW - 40, secret_library.WINDOW + 10, 7):
         text = "x " * (at // 2) + key + " y" * 3000
         assert key not in POLICY.text(text), at
+
+
+def test_the_entropy_is_detect_secrets_own_measure() -> None:
+    from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+
+    from warehouse.capture.secret_values import shannon_entropy
+
+    plugin = Base64HighEntropyString()
+    for _ in range(200):
+        token = secrets.token_urlsafe(secrets.randbelow(60) + 1)
+        assert shannon_entropy(token) == pytest.approx(plugin.calculate_shannon_entropy(token))

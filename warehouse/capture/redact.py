@@ -47,6 +47,7 @@ import fnmatch
 import functools
 import os
 import re
+import socket
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -166,12 +167,14 @@ def environment_secrets(
 ) -> frozenset[str]:
     """The environment's values to scrub wherever they appear: those of secret-looking names
     (:func:`~warehouse.capture.secret_keys.env_secrets`) and the secrets found in any value,
-    whatever its name (an existing path is no secret)."""
+    whatever its name. An existing path is no secret, nor is this machine's name or user
+    (a container's random host name is recorded as the run's ``host``)."""
     env = dict(environ)
     found = set(env_secrets(env, policy.keys))
     compiled = _compile(policy)
+    machine = {socket.gethostname(), env.get("USER"), env.get("LOGNAME")}
     for value in env.values():
-        if len(value) < MIN_SCRUB_LENGTH or value in found:
+        if len(value) < MIN_SCRUB_LENGTH or value in found or value in machine:
             continue
         if os.sep in value and os.path.exists(value):
             continue

@@ -10,10 +10,15 @@ of text to replace:
   for one, checks that the parts decode);
 - what is replaced is the match's longest captured group of 8 or more characters, else the
   whole match without surrounding quotes, blanks, ``:`` or ``=``, and without a leading
-  ``Name=`` (``AccountKey=***``); it is widened to the whole token it sits in, so a 107-character
-  Stripe key whose first 32 characters the plugin matches goes whole;
+  ``Name=`` (``AccountKey=***``); it is widened to the whole token it sits in (to the left over
+  letters and digits only), so a 107-character Stripe key whose first 32 characters the plugin
+  matches goes whole;
 - text longer than :data:`WINDOW` is searched in windows overlapping by :data:`OVERLAP` (no
-  secret is longer), so a pathological line costs linear time whatever a plugin's regex does.
+  secret is longer), so a pathological line costs linear time whatever a plugin's regex does;
+- a regex runs only on text holding one of the literals every match of it holds
+  (:func:`required_literals`, read from the regex itself: ``AccountKey=``, ``T3BlbkFJ``,
+  ``eyJ`` ...; compared without case where the regex ignores case): a substring test costs far
+  less than a regex pass, and most texts hold none.
 
 Plugins left out: the keyword plugin (the project's key rules, :mod:`secret_keys`, decide which
 names hold secrets), public IP addresses (no secret) and the two high-entropy plugins (their
@@ -32,7 +37,9 @@ import dataclasses
 import functools
 import importlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from re import _constants as sre_constants  # type: ignore[attr-defined]  # the stdlib's parser
+from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -49,19 +56,22 @@ LEFT_OUT = frozenset(
 """detect-secrets plugins (by ``secret_type``) this module does not run; see the docstring."""
 PRIVATE_KEY = "Private Key"
 
-_TOKEN_CHAR = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/")
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_TOKEN_CHAR = _ALNUM | frozenset("_-+/=")
 _TRIM = " \t\r\n\"'=:"
 _LEAD = re.compile(r"[^\s=]++=")
 _MIN_GROUP = 8
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # hashed by identity: one per process
 class Plugin:
     """One detect-secrets plugin and the regexes it finds candidates with."""
 
     name: str
     plugin: BasePlugin
     patterns: tuple[re.Pattern[str], ...]
+    gates: tuple[Gate, ...]
+    """Per pattern, what a text must hold to be searched (:func:`required_literals`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,8 +97,102 @@ def plugins(extra: tuple[str, ...] = ()) -> tuple[Plugin, ...]:
         denylist = getattr(cls, "denylist", None)
         if name in LEFT_OUT or not isinstance(denylist, list | tuple) or not denylist:
             continue
-        found.append(Plugin(name, cls(), tuple(denylist)))
+        gates = tuple(required_literals(pattern) for pattern in denylist)
+        found.append(Plugin(name, cls(), tuple(denylist), gates))
     return tuple(found)
+
+
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    """What a text must hold for a regex to be worth running on it: for each of ``needs``, one
+    of its literals (a literal with ``lower`` set is looked for in the lower-cased text)."""
+
+    needs: tuple[frozenset[str], ...]
+    lower: bool
+
+    def opens(self, present: frozenset[str]) -> bool:
+        """Whether the literals ``present`` in a text (:func:`present_literals`) let it in."""
+        return all(need & present for need in self.needs)
+
+    @property
+    def literals(self) -> frozenset[str]:
+        return frozenset().union(*self.needs)
+
+
+def required_literals(pattern: re.Pattern[str]) -> Gate:
+    """The literals every match of ``pattern`` holds, read off the pattern itself: for each
+    part of it that is always there, the strings one of which it always holds (``AKIA`` or
+    ``ASIA`` ...). Lower case where the pattern ignores case anywhere; no needs (every text
+    lets it in) when nothing can be read off."""
+    lower = bool(pattern.flags & re.IGNORECASE) or "(?i" in pattern.pattern
+    try:
+        items = sre_parse.parse(pattern.pattern, pattern.flags)
+    except Exception:  # a pattern the parser of this Python cannot read again: always search
+        return Gate((), lower)
+    needs = {frozenset(x.lower() if lower else x for x in need) for need in _required(items)}
+    strongest = sorted(needs, key=lambda need: -min(map(len, need)))[:3]
+    return Gate(tuple(strongest), lower)
+
+
+class Gates:
+    """Many gates, asked together which of them a text opens: each literal is looked for once,
+    and only gates whose strongest need was met are checked further."""
+
+    def __init__(self, gates: Iterable[Gate]) -> None:
+        self.gates = tuple(gates)
+        self.always = [i for i, gate in enumerate(self.gates) if not gate.needs]
+        first: dict[str, list[int]] = {}
+        for i, gate in enumerate(self.gates):
+            for literal in gate.needs[0] if gate.needs else ():
+                first.setdefault(literal, []).append(i)
+        self._first = first
+        self._exact = tuple(sorted({x for g in self.gates if not g.lower for x in g.literals}))
+        self._lowered = tuple(sorted({x for g in self.gates if g.lower for x in g.literals}))
+
+    def opened(self, text: str) -> list[int]:
+        """The indices of the gates ``text`` opens, in order."""
+        present = {x for x in self._exact if x in text}
+        if self._lowered:
+            low = text.lower()
+            present.update(x for x in self._lowered if x in low)
+        candidates = {i for literal in present for i in self._first.get(literal, ())}
+        frozen = frozenset(present)
+        opened = [i for i in candidates if self.gates[i].opens(frozen)]
+        return sorted([*self.always, *opened])
+
+
+def _required(items: Any) -> list[frozenset[str]]:
+    """What a parsed sequence always holds: a list of needs, each a set of alternatives."""
+    needs: list[frozenset[str]] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if run:
+            needs.append(frozenset({"".join(run)}))
+            run.clear()
+
+    for op, arg in items:
+        if op is sre_constants.LITERAL:
+            run.append(chr(arg))
+            continue
+        flush()
+        if op is sre_constants.SUBPATTERN:
+            needs.extend(_required(arg[-1]))
+        elif op is sre_constants.BRANCH:
+            best = [_strongest(_required(branch)) for branch in arg[1]]
+            if all(best):
+                needs.append(frozenset().union(*best))
+        elif op in _REPEATS and arg[0] >= 1:
+            needs.extend(_required(arg[2]))
+    flush()
+    return needs
+
+
+def _strongest(needs: list[frozenset[str]]) -> frozenset[str]:
+    return max(needs, key=lambda need: min(map(len, need)), default=frozenset())
+
+
+_REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, sre_constants.POSSESSIVE_REPEAT)
 
 
 def _load(source: str) -> list[Any]:
@@ -121,16 +225,34 @@ def check_plugins(sources: Sequence[str]) -> None:
 def find(text: str, extra: tuple[str, ...] = ()) -> list[Found]:
     """The secrets detect-secrets' plugins find in ``text``, as spans to replace."""
     found: list[Found] = []
-    for plugin in plugins(extra):
-        if plugin.name == PRIVATE_KEY:  # it matches the BEGIN line: redact_pem cuts the body
-            continue
-        for pattern in plugin.patterns:
-            for start, match in _matches(pattern, text):
-                span = _span(match, start, text)
-                if span is None or not _confirmed(plugin.plugin, match[0]):
-                    continue
-                found.append(Found(span[0], span[1], plugin.name))
+    searched = _searched(extra)
+    for index in searched.gates.opened(text):
+        plugin, pattern = searched.patterns[index]
+        for start, match in _matches(pattern, text):
+            span = _span(match, start, text)
+            if span is None or not _confirmed(plugin.plugin, match[0]):
+                continue
+            found.append(Found(span[0], span[1], plugin.name))
     return found
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Searched:
+    patterns: tuple[tuple[Plugin, re.Pattern[str]], ...]
+    gates: Gates
+
+
+@functools.lru_cache(maxsize=8)
+def _searched(extra: tuple[str, ...]) -> _Searched:
+    """Every pattern :func:`find` runs (not the private key plugin's: it matches the BEGIN
+    line, and :func:`~warehouse.capture.secret_values.redact_pem` cuts the body), gated."""
+    pairs = [
+        (plugin, pattern, gate)
+        for plugin in plugins(extra)
+        if plugin.name != PRIVATE_KEY
+        for pattern, gate in zip(plugin.patterns, plugin.gates, strict=True)
+    ]
+    return _Searched(tuple((p, r) for p, r, _ in pairs), Gates(g for _, _, g in pairs))
 
 
 def _matches(pattern: re.Pattern[str], text: str) -> list[tuple[int, re.Match[str]]]:
@@ -168,9 +290,9 @@ def _span(match: re.Match[str], offset: int, text: str) -> tuple[int, int] | Non
     start, end = start + offset, end + offset
     if end <= start:
         return None
-    while start > 0 and text[start - 1] in _TOKEN_CHAR:
+    while start > 0 and text[start - 1] in _ALNUM:  # not over "_": "acc_" is no part of it
         start -= 1
-    while end < len(text) and (text[end] in _TOKEN_CHAR or text[end] == "="):
+    while end < len(text) and text[end] in _TOKEN_CHAR:
         end += 1
     return start, end
 
@@ -189,9 +311,12 @@ __all__ = [
     "PRIVATE_KEY",
     "WINDOW",
     "Found",
+    "Gate",
+    "Gates",
     "Plugin",
     "check_plugins",
     "find",
     "has_private_key",
     "plugins",
+    "required_literals",
 ]

@@ -32,7 +32,9 @@ Every pattern of this module reads its text once (possessive repeats, anchored s
 from __future__ import annotations
 
 import functools
+import math
 import re
+from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -74,25 +76,13 @@ VALUE_PATTERNS: tuple[tuple[str, str], ...] = (
 """The project's own value patterns, by name: a match (or its ``secret`` group) is replaced.
 Each is a shape detect-secrets has no plugin for."""
 
-# lower-case words one of which a text must hold before a pattern is tried on it: a substring
-# test costs far less than a regex pass, and most texts hold none of them
-_ANCHORS: dict[str, tuple[str, ...]] = {
-    "authorization header": ("authorization",),
-    "bearer token": ("bearer",),
-    "basic auth": ("basic",),
-    "connection-string password": ("pwd", "pass"),
-    "stripe test key": ("k_test_",),
-    "hugging face token": ("hf_",),
-    "github fine-grained token": ("github_pat_",),
-    "sk- key": ("sk-",),
-    "slack app token": ("xapp", "xoxe"),
-    "google api key": ("aiza",),
-    "npm token": ("npm_",),
-    "aws secret access key": ("",),  # no fixed text: always tried
-    "cookie header": ("cookie",),
-}
-BUILTIN_PATTERNS = tuple((_ANCHORS[name], re.compile(pattern)) for name, pattern in VALUE_PATTERNS)
-""":data:`VALUE_PATTERNS` compiled, each with the anchor words a text must hold to be tried."""
+BUILTIN_PATTERNS = tuple(
+    (secret_library.required_literals(compiled), compiled)
+    for compiled in (re.compile(pattern) for _, pattern in VALUE_PATTERNS)
+)
+""":data:`VALUE_PATTERNS` compiled, each with the literals one of which a text must hold to be
+searched (:func:`~warehouse.capture.secret_library.required_literals`; none: always searched)."""
+_BUILTIN_GATES = secret_library.Gates(gate for gate, _ in BUILTIN_PATTERNS)
 
 TOKEN_MIN = 20
 """The shortest run of base64 characters judged as a possible token."""
@@ -133,14 +123,18 @@ def find_secrets(
     (:func:`~warehouse.capture.secret_library.plugins`); ``hex_too``: judge hex-only tokens by
     their entropy too."""
     spans = [(f.start, f.end) for f in secret_library.find(text, plugins)]
-    low = text.lower()
-    for anchors, pattern in BUILTIN_PATTERNS:
-        if any(anchor in low for anchor in anchors):
-            spans.extend(_pattern_spans(pattern, text))
+    for index in _BUILTIN_GATES.opened(text):
+        spans.extend(_pattern_spans(BUILTIN_PATTERNS[index][1], text))
     for pattern in user:
         spans.extend(_pattern_spans(pattern, text))
     spans.extend(_token_spans(text, hex_too=hex_too))
     return _merged(spans)
+
+
+def redact_tokens(text: str, *, hex_too: bool = False) -> str:
+    """``text`` with its random-looking tokens (rule 3 alone) replaced by ``***``."""
+    spans = _merged(list(_token_spans(text, hex_too=hex_too)))
+    return replace_spans(text, spans) if spans else text
 
 
 def replace_spans(text: str, spans: list[tuple[int, int]]) -> str:
@@ -175,10 +169,17 @@ def is_random_token(token: str, *, hex_too: bool = False) -> bool:
         return hex_too and hexadecimal.calculate_shannon_entropy(token) > hexadecimal.entropy_limit
     if not (chars & _DIGITS and chars & _LETTERS):
         return False
-    if base64.calculate_shannon_entropy(token) > base64.entropy_limit:
+    if shannon_entropy(token) > base64.entropy_limit:
         return True
-    inner = len(_INNER_DIGITS.findall(token))
-    return inner >= max(3, len(token) // 16)
+    return len(_INNER_DIGITS.findall(token)) >= max(3, len(token) // 16)
+
+
+def shannon_entropy(text: str) -> float:
+    """Shannon entropy in bits a character, as detect-secrets' high-entropy plugins measure
+    it over their charset (every character of a base64 token is in it); counted in one pass
+    instead of one per charset character."""
+    size = len(text)
+    return -sum(n / size * math.log2(n / size) for n in Counter(text).values())
 
 
 def _token_spans(text: str, *, hex_too: bool) -> Iterable[tuple[int, int]]:
@@ -243,5 +244,7 @@ __all__ = [
     "find_secrets",
     "is_random_token",
     "redact_pem",
+    "redact_tokens",
     "replace_spans",
+    "shannon_entropy",
 ]
