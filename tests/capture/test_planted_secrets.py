@@ -191,6 +191,19 @@ def error_text(s: Secrets) -> str:
     )
 
 
+def run_in(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in ``cwd``, with this process's environment (servers, secrets)."""
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=dict(os.environ),
+        timeout=240,
+        check=False,
+    )
+
+
 # --- the test -------------------------------------------------------------------------------
 
 
@@ -232,21 +245,13 @@ def test_fresh_secrets_planted_everywhere_appear_nowhere_stored_or_served(
         )
     )
     (project / "conf" / "config.yaml").write_text(hydra_config(s, planted_file))
-    hydra_run = subprocess.run(
-        [
-            sys.executable,
-            "app.py",
-            f"hydra.run.dir={tmp_path}/hydra-out",
-            f"+deploy.admin_token={s.keyed['admin_token']}",
-            f"+model.ref={s.text('pypi token')}",
-            f"+notes.key={s.text('openai project key')}",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=project,
-        env=dict(os.environ),
-        timeout=240,
-        check=False,
+    hydra_run = run_in(
+        project,
+        "app.py",
+        f"hydra.run.dir={tmp_path}/hydra-out",
+        f"+deploy.admin_token={s.keyed['admin_token']}",
+        f"+model.ref={s.text('pypi token')}",
+        f"+notes.key={s.text('openai project key')}",
     )
     assert hydra_run.returncode != 0  # the app raises: the run is recorded as failed
     # Hydra's own report of the task's error comes last (the overrides and the exception as
@@ -288,27 +293,19 @@ def test_fresh_secrets_planted_everywhere_appear_nowhere_stored_or_served(
     # 3. warehouse watch, in a subprocess: secrets on the command line, one from the environment
     child = tmp_path / "child.py"
     child.write_text("print('val_acc: 0.5')\n")
-    watch_run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "warehouse",
-            "watch",
-            "--",
-            sys.executable,
-            str(child),
-            "--password",
-            s.keyed["flag_password"],
-            f"--api-key={s.keyed['api_key_flag']}",
-            s.text("anthropic key"),
-            s.environment["MODEL_REGISTRY_REF"],
-        ],
-        capture_output=True,
-        text=True,
-        cwd=project,
-        env=dict(os.environ),
-        timeout=240,
-        check=False,
+    watch_run = run_in(
+        project,
+        "-m",
+        "warehouse",
+        "watch",
+        "--",
+        sys.executable,
+        str(child),
+        "--password",
+        s.keyed["flag_password"],
+        f"--api-key={s.keyed['api_key_flag']}",
+        s.text("anthropic key"),
+        s.environment["MODEL_REGISTRY_REF"],
     )
     assert watch_run.returncode == 0, watch_run.stderr
     console.append(("watch", watch_run.stdout + watch_run.stderr))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import secrets
+from pathlib import Path
 
 import pytest
 
@@ -147,10 +148,8 @@ def test_hex_digests_are_kept_except_in_environment_values() -> None:
     assert find_secrets(digest, hex_too=True) == [(0, len(digest))]
 
 
-def test_user_plugins_extend_the_library(tmp_path: pytest.TempPathFactory) -> None:
-    from pathlib import Path
-
-    plugin = Path(str(tmp_path)) / "corp_plugin.py"
+def test_user_plugins_extend_the_library(tmp_path: Path) -> None:
+    plugin = tmp_path / "corp_plugin.py"
     plugin.write_text(
         "import re\n"
         "from detect_secrets.plugins.base import RegexBasedDetector\n\n\n"
@@ -163,7 +162,7 @@ def test_user_plugins_extend_the_library(tmp_path: pytest.TempPathFactory) -> No
     assert POLICY.text("id corp-123456 ok") == "id corp-123456 ok"
 
 
-def test_a_plugin_that_cannot_be_loaded_is_a_clear_error(tmp_path: pytest.TempPathFactory) -> None:
+def test_a_plugin_that_cannot_be_loaded_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match=r"cannot be loaded"):
         secret_library.check_plugins(["no_such_module:Nothing"])
     with pytest.raises(ValueError, match=r"names no detect-secrets plugin"):
@@ -188,3 +187,14 @@ def test_the_entropy_is_detect_secrets_own_measure() -> None:
     for _ in range(200):
         token = secrets.token_urlsafe(secrets.randbelow(60) + 1)
         assert shannon_entropy(token) == pytest.approx(plugin.calculate_shannon_entropy(token))
+
+
+def test_the_readme_s_plugin_example_extends_the_detector(tmp_path: Path) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Secrets and redaction", 1)[1]
+    block = section.split("```python", 1)[1].split("```", 1)[0]
+    plugin = tmp_path / "corp_secrets.py"
+    plugin.write_text(block)
+    token = f"corp_tok_{secrets.randbelow(900_000) + 100_000}"
+    assert RedactPolicy(plugins=(str(plugin),)).text(f"use {token} here") == "use *** here"
+    assert RedactPolicy().text(f"use {token} here") == f"use {token} here"

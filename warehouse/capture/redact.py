@@ -290,28 +290,6 @@ def redact_config(
     return redacted
 
 
-def redacted_places(before: Any, after: Any, where: str) -> list[str]:
-    """The dotted paths (under ``where``) at which ``after``, a redacted copy of ``before``,
-    differs from it: where secrets were replaced (never what)."""
-    places: list[str] = []
-    stack: list[tuple[Any, Any, str]] = [(before, after, where)]
-    while stack:
-        old, new, path = stack.pop()
-        if isinstance(old, Mapping) and isinstance(new, Mapping):
-            for key, value in old.items():
-                stack.append((value, new.get(key), f"{path}.{key}"))
-        elif isinstance(old, list | tuple) and isinstance(new, list) and len(old) == len(new):
-            if any(isinstance(item, str) for item in old) and list(old) != new:
-                places.append(path)
-            else:
-                stack.extend(
-                    (o, n, f"{path}.{i}") for i, (o, n) in enumerate(zip(old, new, strict=True))
-                )
-        elif old != new:
-            places.append(path)
-    return sorted(places)
-
-
 def scrub_text(
     text: str, secrets: Iterable[str], patterns: Sequence[str] | RedactPolicy = ()
 ) -> str:
@@ -528,6 +506,5 @@ __all__ = [
     "redact_config",
     "redact_overrides",
     "redact_urls",
-    "redacted_places",
     "scrub_text",
 ]
