@@ -122,7 +122,7 @@ def _capture(
                 _close(handle)
     info = GitInfo(
         commit=sha,
-        branch=None if repo.head.is_detached else repo.active_branch.name,
+        branch=None if repo.head.is_detached else redaction.text(repo.active_branch.name),
         dirty=bool(data),
         remote=_remote_url(repo, redaction),
         message=redaction.text(message.strip()),
