@@ -28,6 +28,8 @@ HEAVY = (
     "pynvml",
     "luqum",
     "yaml",
+    "detect_secrets",
+    "requests",
 )
 
 _PROBE = """

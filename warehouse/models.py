@@ -262,6 +262,7 @@ class Run(BaseModel):
     artifacts: list[ArtifactRef] = Field(default_factory=list)
     sample_counts: dict[str, int] = Field(default_factory=dict)
     environment: dict[str, Any] = Field(default_factory=dict)
+    redacted: list[str] = Field(default_factory=list)  # where secrets were replaced, never what
     schema_version: int = SCHEMA_VERSION
 
     def to_doc(self) -> dict[str, Any]:

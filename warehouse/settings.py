@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     redact_files: Annotated[tuple[str, ...], NoDecode] = Field(
         DEFAULT_REDACT_FILES, description="File name globs whose git diff is never recorded."
     )
+    redact_plugins: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="Extra detect-secrets plugins: .py files or module:Class, comma-separated.",
+    )
     seed_keys: Annotated[tuple[str, ...], NoDecode] = Field(
         ("seed", "*_seed"),
         description="Config keys that only pick a seed (glob on the last dotted part).",
@@ -134,7 +138,9 @@ class Settings(BaseSettings):
 
     debug: bool = Field(False, description="Tracebacks on errors (also --debug).")
 
-    @field_validator("redact_patterns", "redact_files", "seed_keys", mode="before")
+    @field_validator(
+        "redact_patterns", "redact_files", "redact_plugins", "seed_keys", mode="before"
+    )
     @classmethod
     def _split_patterns(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -159,12 +165,24 @@ class Settings(BaseSettings):
                 compile_value_pattern(str(pattern))  # a clear error now, not at the first run
         return value
 
+    @field_validator("redact_plugins", mode="after")
+    @classmethod
+    def _load_plugins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if value:  # a clear error now, not at the first run (imports detect-secrets)
+            from warehouse.capture.secret_library import check_plugins
+
+            check_plugins(value)
+        return value
+
     @property
     def redaction(self) -> RedactPolicy:
-        """What the recorder redacts with: these patterns, plus the values of this process's
-        secret-looking environment variables (read now)."""
+        """What the recorder redacts with: these patterns and plugins, plus this process's
+        environment values that look secret, by name or by value (read now)."""
         return RedactPolicy.from_environment(
-            self.redact_patterns, self.redact_value_patterns, self.redact_files
+            self.redact_patterns,
+            self.redact_value_patterns,
+            self.redact_files,
+            plugins=self.redact_plugins,
         )
 
     @property

@@ -1,4 +1,9 @@
-"""Credentials over plain HTTP: warn once per process, or refuse with WAREHOUSE_REQUIRE_TLS=1.
+"""Credentials in URLs: strip them from what is shown or stored, and warn when they travel
+over plain HTTP.
+
+:func:`strip_url_credentials` is the one place a URL's ``user:password@`` is removed: the
+Elasticsearch URL in messages, the report and the demo, the git remote of a run, and (marked
+``***@``) every URL in the text redaction scrubs.
 
 The Elasticsearch, Kibana and S3 clients call :func:`check_credentials_transport` when they
 are built (before anything is sent). Loopback addresses (``localhost``, ``127.0.0.0/8``,
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 import threading
 from urllib.parse import urlsplit
 
@@ -20,6 +26,47 @@ log = logging.getLogger(__name__)
 
 _warned: set[tuple[str, str]] = set()
 _lock = threading.Lock()
+
+# A URL's scheme and authority; the credentials are what precedes the authority's last '@'.
+# Possessive repeats (``*+``) never give characters back: one pass over any text (linear).
+URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]{0,31})://(?P<authority>[^/\s?#]*+)")
+# an scp-style git remote, ``user@host:path`` (a whole string, never inside free text)
+_SCP = re.compile(r"(?P<user>[^@/\s:]++)@(?P<rest>[^@/\s:]++:(?!//)\S*+)")
+TOKEN_USER_SCHEMES = frozenset({"http", "https", "ftp", "ftps", "ws", "wss"})
+"""Schemes where a bare ``user@`` is usually a token (``https://ghp_x@github.com``)."""
+
+
+def strip_url_credentials(text: str, mark: str | None = None) -> str:
+    """``text`` with the credentials of every URL in it removed.
+
+    Without ``mark`` (a URL to show or to record: the Elasticsearch URL, a git remote) the
+    whole ``user[:password]@`` goes, whatever the scheme: ``https://u:tok@github.com/x.git`` →
+    ``https://github.com/x.git``, ``ssh://git@host/x`` → ``ssh://host/x``, and an scp-style
+    remote ``git@github.com:x/y.git`` → ``github.com:x/y.git``.
+
+    With ``mark`` (free text: a config value, an error message) the credentials become
+    ``mark`` (``postgres://u:pw@h/db`` → ``postgres://***@h/db``), and a bare user name
+    without a password is kept where it names rather than proves who connects
+    (``ssh://git@``, ``postgres://user@``); for http(s), where the "user" is usually a token
+    (``https://ghp_x@github.com``), it is marked too.
+    """
+    if mark is None and "://" not in text and (scp := _SCP.fullmatch(text.strip())):
+        return scp["rest"]
+    if "://" not in text:
+        return text
+
+    def userinfo(match: re.Match[str]) -> str:
+        scheme, authority = match["scheme"], match["authority"]
+        info, at, host = authority.rpartition("@")  # a password may hold '@': the last one
+        if not at:
+            return match.group(0)
+        if mark is None:
+            return f"{scheme}://{host}"
+        if ":" in info or scheme.lower() in TOKEN_USER_SCHEMES:
+            return f"{scheme}://{mark}@{host}"
+        return match.group(0)
+
+    return URL.sub(userinfo, text)
 
 
 def is_loopback(host: str) -> bool:
@@ -69,4 +116,10 @@ def check_credentials_transport(
     )
 
 
-__all__ = ["check_credentials_transport", "is_loopback"]
+__all__ = [
+    "TOKEN_USER_SCHEMES",
+    "URL",
+    "check_credentials_transport",
+    "is_loopback",
+    "strip_url_credentials",
+]

@@ -144,9 +144,9 @@ def test_a_remote_with_a_token_is_recorded_without_it(repo: git.Repo) -> None:
     assert "ghp_s3cr3tTokenValue" not in info.model_dump_json()
 
 
-def test_without_origin_the_first_remote_is_recorded(repo: git.Repo) -> None:
+def test_without_origin_the_first_remote_is_recorded_without_its_user(repo: git.Repo) -> None:
     repo.create_remote("upstream", "git@github.com:org/repo.git")
-    assert capture_git(workdir(repo))[0].remote == "git@github.com:org/repo.git"
+    assert capture_git(workdir(repo))[0].remote == "github.com:org/repo.git"
 
 
 def test_a_repository_without_commits_gives_empty_git_fields(

@@ -274,14 +274,15 @@ def test_a_missing_output_is_said_not_drawn_as_a_broken_image(
     gone.unlink()  # an output lost from the object store (a pruned bucket, a moved folder)
     browser.get(f"{server.url}#/samples/{first['run_id']}?sort=sample_id&order=asc")
     ready(browser, "samples")
-    broken = (
+    # images still loading are not complete (and have no width yet): wait until every one is
+    loading_or_broken = (
         "return [...document.querySelectorAll('#gallery img')]"
-        ".filter(i => i.complete && i.naturalWidth === 0).length"
+        ".filter(i => !i.complete || i.naturalWidth === 0).length"
     )
-    WebDriverWait(browser, 20).until(
+    WebDriverWait(browser, 60).until(
         lambda d: (
             d.find_elements(By.CSS_SELECTOR, "#gallery .missing-output")
-            and d.execute_script(broken) == 0
+            and d.execute_script(loading_or_broken) == 0
         )
     )
     tile = browser.find_element(

@@ -16,7 +16,7 @@ the patch (``git diff HEAD``) as text; the recorder stores that text as an artif
   come from two ``git`` processes started together (a few ms in all).
 - ``branch`` is None on a detached ``HEAD``; ``message`` is the commit's full message, stripped;
   ``committed_at`` is the committer time in UTC; ``remote`` is ``origin`` (else the first
-  remote) with any credentials removed (:func:`~warehouse.capture.redact.strip_url_credentials`).
+  remote) without its user part (:func:`~warehouse.url_credentials.strip_url_credentials`).
 - The patch is plain ``git diff HEAD --no-color --no-ext-diff``: binary files show as
   "Binary files ... differ", text that is not UTF-8 is decoded with replacement characters,
   and a patch longer than ``max_diff_bytes`` is cut at a line end and ends with a marker line
@@ -34,9 +34,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from warehouse.capture.redact import RedactPolicy, strip_url_credentials
+from warehouse.capture.redact import RedactPolicy
 from warehouse.capture.redact_diff import redact_diff
 from warehouse.models import GitInfo
+from warehouse.url_credentials import strip_url_credentials
 
 if TYPE_CHECKING:
     from git import Repo
@@ -121,10 +122,10 @@ def _capture(
                 _close(handle)
     info = GitInfo(
         commit=sha,
-        branch=None if repo.head.is_detached else repo.active_branch.name,
+        branch=None if repo.head.is_detached else redaction.text(repo.active_branch.name),
         dirty=bool(data),
-        remote=_remote_url(repo),
-        message=message.strip(),
+        remote=_remote_url(repo, redaction),
+        message=redaction.text(message.strip()),
         committed_at=datetime.fromisoformat(committed.strip()).astimezone(UTC),
     )
     if not data or not with_diff:
@@ -182,7 +183,7 @@ def _close(handle: Any) -> None:
             stream.close()
 
 
-def _remote_url(repo: Repo) -> str | None:
+def _remote_url(repo: Repo, redaction: RedactPolicy) -> str | None:
     remotes = list(repo.remotes)
     if not remotes:
         return None
@@ -191,7 +192,7 @@ def _remote_url(repo: Repo) -> str | None:
         url = remote.url
     except Exception:  # a remote section without a url
         return None
-    return strip_url_credentials(str(url))
+    return redaction.text(strip_url_credentials(str(url)))
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,39 +1,43 @@
 """Secret redaction: what may never reach a record, a store, a log or the console.
 
-Every text the warehouse records passes through one :class:`RedactPolicy` (built from the
-settings by ``Settings.redaction``): configs, params, overrides, Hydra job info, tags, error
-messages and tracebacks, ``warehouse watch``'s command line and the git diff. Its rules:
+Every string the warehouse records passes through one :class:`RedactPolicy` (built from the
+settings by ``Settings.redaction``): configs, params, overrides, Hydra job info, tags, notes,
+the experiment name, metric and sample column names, error messages and tracebacks,
+``warehouse watch``'s command line, the git diff, remote and commit message, the environment,
+per-sample text columns (:mod:`warehouse.capture.redact_samples`) and artifact names. Its
+rules:
 
-1. **Keys.** A mapping key that *looks like* a secret (it contains one of the configured
-   patterns: ``password``, ``token``, ``api_key`` ...) gets the value :data:`REDACTED`, whole
-   subtree included. Matching ignores case and the separators ``_ - . space``, so the pattern
-   ``api_key`` matches ``API_KEY``, ``apiKey``, ``api-key`` and ``db.api_key`` alike. A few ML
-   words that merely contain a pattern are *not* secrets and are left alone: ``tokenizer``
-   (``tokenize``, ``tokenization`` ...), counts of tokens (``max_tokens``, ``num_tokens``,
-   ``max_new_tokens``, ``special_tokens``, ``tokens_per_s`` ...) and ``author``/``authors``.
-   ``hf_token``, ``GITHUB_TOKENS``, ``authorization`` and ``oauth`` stay secret. The same keys
-   are recognised inside text: ``password=x``, ``"api_key": "x"``, ``Password=x;`` and a
-   ``token: x`` line all lose their value.
-2. **URLs.** Credentials inside URLs in string values are replaced: a ``user:password@`` part
-   always (``postgres://u:pw@h/db`` → ``postgres://***@h/db``), a bare ``user@`` only for
-   http(s), where the "user" is usually a token (``https://ghp_x@github.com``); ``ssh://git@``
-   and ``postgres://user@`` keep their user name. Query parameters whose name looks like a
-   secret (``?token=...``, ``X-Amz-Credential=...``) get ``***`` too.
-3. **Values.** Strings that look like secrets whatever their key (:data:`VALUE_PATTERNS`:
-   ``Bearer`` tokens, ``sk_live_``/``hf_``/``ghp_`` tokens, AWS keys, JWTs, cookies, PEM/SSH
-   private key blocks ...) are replaced, plus any regex the user adds
-   (``WAREHOUSE_REDACT_VALUE_PATTERNS``; a group named ``secret`` limits what is replaced).
+1. **Values.** Strings that look like secrets whatever their key
+   (:func:`~warehouse.capture.secret_values.find_secrets`): the shapes detect-secrets knows
+   (AWS, Azure, GitHub, GitLab, Slack, npm, PyPI, OpenAI, Stripe, Twilio, JWTs, private keys
+   ...), the project's own shapes where the library has none (``Authorization``/``Bearer``
+   headers, cookies, connection-string passwords, Hugging Face and other ``sk-`` keys ...),
+   random-looking tokens, and any regex the user adds (``WAREHOUSE_REDACT_VALUE_PATTERNS``; a
+   group named ``secret`` limits what is replaced) or detect-secrets plugin the user adds
+   (``WAREHOUSE_REDACT_PLUGINS``).
+2. **Keys.** A mapping key that *looks like* a secret (:mod:`~warehouse.capture.secret_keys`:
+   it contains ``password``, ``token``, ``api_key`` ... as configured; ``session_token`` does,
+   ``max_tokens`` and ``tokenizer`` do not) gets the value :data:`REDACTED`, whole subtree
+   included. The same keys are recognised inside text: ``password=x``, ``"api_key": "x"``,
+   ``Password=x;``, ``failed: password=x`` and a ``token: x`` line all lose their value.
+3. **URLs.** Credentials inside URLs are replaced
+   (:func:`~warehouse.url_credentials.strip_url_credentials`: ``postgres://u:pw@h/db`` →
+   ``postgres://***@h/db``), and so are query parameters whose name looks secret
+   (``?token=...``, ``X-Amz-Credential=...``).
 4. **Copies.** A secret string (6 characters or more) found under a secret key is also scrubbed
    from every other string of the same object, so ``dsn: "password=${db.password}"`` or a run
    directory named after the overrides does not leak it. The values of environment variables
-   whose names look secret (``DB_PASS``, ``HF_TOKEN`` ...) are scrubbed the same way.
+   are scrubbed the same way wherever they appear, when their names look secret (``DB_PASS``,
+   ``HF_TOKEN`` ...) or their values do (rule 1, hex digests included), whatever the name.
 5. **Files.** A git diff loses the changes of files whose names look secret (``.env*``,
    ``*.pem``, ``*credentials*``, ``id_*`` ...: :data:`DEFAULT_REDACT_FILES`) and the secret
    values in the others, line for line so the rest still applies
    (:func:`warehouse.capture.redact_diff.redact_diff`).
 
-URL credentials and value patterns apply even when the key pattern list is empty. Every
-pattern reads its text once (possessive repeats, anchored starts): redaction is linear.
+Where something was replaced is recorded on the run (``redacted``: ``config.db.password``,
+``tags``, ``error.message``, ``samples.val.prompt`` ...), never what. Values, URLs and copies
+apply even when the key pattern list is empty. The project's own patterns read their text once
+(possessive repeats, anchored starts); the library's run over windows of bounded size.
 """
 
 from __future__ import annotations
@@ -41,10 +45,13 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import functools
+import os
 import re
+import socket
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from warehouse.capture import secret_library
 from warehouse.capture.secret_keys import (
     DEFAULT_REDACT_PATTERNS,
     MIN_SCRUB_LENGTH,
@@ -55,12 +62,13 @@ from warehouse.capture.secret_keys import (
     is_secret_name,
 )
 from warehouse.capture.secret_values import (
-    BUILTIN_PATTERNS,
     VALUE_PATTERNS,
     compile_value_pattern,
+    find_secrets,
     redact_pem,
-    replace_secret,
+    replace_spans,
 )
+from warehouse.url_credentials import strip_url_credentials
 
 DEFAULT_REDACT_FILES = (
     ".env*",
@@ -75,16 +83,13 @@ DEFAULT_REDACT_FILES = (
 )
 """File name globs (case-insensitive, on the base name) whose diffs are never recorded."""
 
-# Possessive repeats (``*+``) never give characters back: a match attempt reads each character
-# at most once, so redaction stays linear however long and odd the text (no backtracking).
-# A URL's scheme and authority; the credentials are what precedes the authority's last '@'.
-_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]{0,31})://(?P<authority>[^/\s?#]*+)")
 _QUERY_PARAM = re.compile(r"(?P<sep>[?&;])(?P<name>[^=&;#\s]++)=(?P<value>[^&;#\s]*+)")
-_TOKEN_USER_SCHEMES = frozenset({"http", "https", "ftp", "ftps", "ws", "wss"})
-# ``key=value`` / ``"key": "value"`` inside text; starts only where a word starts (linear).
+# ``key=value`` / ``"key": "value"`` inside text; starts only where a word starts. The value is
+# read ahead, not taken: a key that is no secret leaves its value to be read again
+# (``failed: password=x``). Bounded, so a word of many ``=`` costs linear time.
 _ASSIGN = re.compile(
     r"(?<![\w.\-])(?P<key>[A-Za-z_][\w.\-]*+)(?P<mid>[\"']?[ \t]*+[:=][ \t]*+)"
-    r"(?P<value>\"[^\"\n]*+\"|'[^'\n]*+'|[^\s,;&\"'}\])]++)"
+    r"(?=(?P<value>\"[^\"\n]{0,4096}+\"|'[^'\n]{0,4096}+'|[^\s,;&\"'}\])]{1,4096}+))"
 )
 # a whole ``key: value`` line (YAML, .env, Python, a diff line): the rest of the line goes
 _LINE_ASSIGN = re.compile(
@@ -92,19 +97,18 @@ _LINE_ASSIGN = re.compile(
     r"(?P<key>[A-Za-z_][\w.\-]*+)(?P<mid>[\"']?[ \t]*+[:=][ \t]*+)(?P<value>[^\n]++)",
     re.MULTILINE,
 )
-# the built-in value patterns with their anchor words, read through this module's name
-_BUILTIN = BUILTIN_PATTERNS
 
 
 @dataclasses.dataclass(frozen=True)
 class RedactPolicy:
-    """Everything redaction needs: key patterns, extra value regexes, secret file globs and
-    literal secrets (e.g. the values of secret environment variables) to scrub anywhere."""
+    """Everything redaction needs: key patterns, extra value regexes, secret file globs, extra
+    detect-secrets plugins and literal secrets (e.g. environment values) to scrub anywhere."""
 
     keys: tuple[str, ...] = DEFAULT_REDACT_PATTERNS
     values: tuple[str, ...] = ()
     files: tuple[str, ...] = DEFAULT_REDACT_FILES
     secrets: frozenset[str] = frozenset()
+    plugins: tuple[str, ...] = ()
 
     @classmethod
     def from_environment(
@@ -113,10 +117,13 @@ class RedactPolicy:
         values: Sequence[str] = (),
         files: Sequence[str] = DEFAULT_REDACT_FILES,
         environ: Mapping[str, str] | None = None,
+        plugins: Sequence[str] = (),
     ) -> RedactPolicy:
-        """A policy that also scrubs the values of secret-looking environment variables."""
-        keys = tuple(keys)
-        return cls(keys, tuple(values), tuple(files), env_secrets(environ, keys))
+        """A policy that also scrubs the environment's secret values (rule 4)."""
+        policy = cls(tuple(keys), tuple(values), tuple(files), frozenset(), tuple(plugins))
+        env = dict(os.environ if environ is None else environ)
+        found = environment_secrets(tuple(sorted(env.items())), policy)
+        return dataclasses.replace(policy, secrets=found)
 
     def with_secrets(self, more: Iterable[str]) -> RedactPolicy:
         """This policy scrubbing ``more`` literal strings too."""
@@ -128,26 +135,54 @@ class RedactPolicy:
 
         Line structure is kept: no replacement spans a line break."""
         ordered = _ordered_secrets((*self.secrets, *secrets))
-        return _scrub_value(_scrub_text(text, ordered), self._compiled())
+        return _scrub_value(_scrub_text(text, ordered), _compile(self))
 
     def is_secret_file(self, path: str) -> bool:
         """Whether a file's name (not its folder) matches one of the secret file globs."""
         name = path.replace("\\", "/").rsplit("/", 1)[-1].lower()
         return any(fnmatch.fnmatchcase(name, glob.lower()) for glob in self.files)
 
-    def _compiled(self) -> _Compiled:
-        return _compiled_policy(compact_patterns(self.keys), self.values)
-
 
 @dataclasses.dataclass(frozen=True)
 class _Compiled:
     keys: tuple[str, ...]
     user: tuple[re.Pattern[str], ...]
+    plugins: tuple[str, ...]
+
+
+def _compile(policy: RedactPolicy) -> _Compiled:
+    return _compiled_policy(compact_patterns(policy.keys), policy.values, policy.plugins)
 
 
 @functools.lru_cache(maxsize=32)
-def _compiled_policy(keys: tuple[str, ...], values: tuple[str, ...]) -> _Compiled:
-    return _Compiled(keys, tuple(compile_value_pattern(v) for v in values))
+def _compiled_policy(
+    keys: tuple[str, ...], values: tuple[str, ...], plugins: tuple[str, ...]
+) -> _Compiled:
+    return _Compiled(keys, tuple(compile_value_pattern(v) for v in values), plugins)
+
+
+@functools.lru_cache(maxsize=8)
+def environment_secrets(
+    environ: tuple[tuple[str, str], ...], policy: RedactPolicy
+) -> frozenset[str]:
+    """The environment's values to scrub wherever they appear: those of secret-looking names
+    (:func:`~warehouse.capture.secret_keys.env_secrets`) and the secrets found in any value,
+    whatever its name. An existing path is no secret, nor is this machine's name or user
+    (a container's random host name is recorded as the run's ``host``)."""
+    env = dict(environ)
+    found = set(env_secrets(env, policy.keys))
+    compiled = _compile(policy)
+    machine = {socket.gethostname(), env.get("USER"), env.get("LOGNAME")}
+    for value in env.values():
+        if len(value) < MIN_SCRUB_LENGTH or value in found or value in machine:
+            continue
+        if os.sep in value and os.path.exists(value):
+            continue
+        spans = find_secrets(value, compiled.user, compiled.plugins, hex_too=True)
+        found.update(value[start:end] for start, end in spans if end - start >= MIN_SCRUB_LENGTH)
+        if "://" in value and strip_url_credentials(value, REDACTED) != value:
+            found.add(value)
+    return frozenset(found)
 
 
 def as_policy(patterns: Sequence[str] | RedactPolicy) -> RedactPolicy:
@@ -176,30 +211,54 @@ def _scrub_value(text: str, compiled: _Compiled) -> str:
         return text
     if "://" in text:
         text = _redact_urls(text, compiled.keys)
-    if "PRIVATE KEY" in text:
+    if ("PRIVATE KEY" in text or "PuTTY" in text) and secret_library.has_private_key(
+        text, compiled.plugins
+    ):
         text = redact_pem(text)
-    low = text.lower()
-    for anchors, pattern in _BUILTIN:
-        if any(anchor in low for anchor in anchors):
-            text = pattern.sub(replace_secret, text)
-    for pattern in compiled.user:
-        text = pattern.sub(replace_secret, text)
+    spans = find_secrets(text, compiled.user, compiled.plugins)
+    if spans:
+        text = replace_spans(text, spans)
     if compiled.keys and ("=" in text or ":" in text):
         text = _redact_assignments(text, compiled.keys)
     return text
 
 
 def _redact_assignments(text: str, keys: tuple[str, ...]) -> str:
-    def replace(match: re.Match[str]) -> str:
-        value = match["value"]
-        bare = value.strip().strip("\"'")
-        if not bare or bare == REDACTED or not is_secret_name(match["key"], keys):
+    def line(match: re.Match[str]) -> str:
+        if not is_secret_name(match["key"], keys):
             return match[0]
-        quote = value[0] if value[:1] in ("'", '"') and value[-1:] == value[0] else ""
-        head = match[0][: match.start("value") - match.start()]
-        return f"{head}{quote}{REDACTED}{quote}"
+        return _hidden(match[0], match.start("value") - match.start(), match["value"])
 
-    return _ASSIGN.sub(replace, _LINE_ASSIGN.sub(replace, text))
+    text = _LINE_ASSIGN.sub(line, text)
+    spans = [
+        match.span("value")
+        for match in _ASSIGN.finditer(text)
+        if is_secret_name(match["key"], keys) and _worth_hiding(match["value"])
+    ]
+    out: list[str] = []
+    pos = 0
+    for start, end in spans:
+        if start < pos:  # inside a value already hidden
+            continue
+        value = text[start:end]
+        out.append(text[pos:start])
+        out.append(_hidden(value, 0, value))
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _worth_hiding(value: str) -> bool:
+    bare = value.strip().strip("\"'")
+    return bool(bare) and bare != REDACTED
+
+
+def _hidden(whole: str, at: int, value: str) -> str:
+    """``whole`` with its ``value`` (starting at ``at``) replaced, its quotes kept."""
+    if not _worth_hiding(value):
+        return whole
+    quote = value[0] if value[:1] in ("'", '"') and value[-1:] == value[0] else ""
+    return f"{whole[:at]}{quote}{REDACTED}{quote}"
 
 
 def redact_config(
@@ -220,7 +279,7 @@ def redact_config(
     can be scrubbed with :func:`scrub_text`.
     """
     policy = as_policy(patterns)
-    compiled = policy._compiled()
+    compiled = _compile(policy)
     found: set[str] = {s for s in secrets if len(s) >= MIN_SCRUB_LENGTH}
     redacted = _redact(obj, compiled, found, set())
     literal = _ordered_secrets(found | policy.secrets)
@@ -297,20 +356,15 @@ def _scrub(obj: Any, secrets: list[str]) -> Any:
 
 
 def redact_urls(text: str, patterns: Sequence[str] = ()) -> str:
-    """``text`` with the credentials of every URL in it replaced by ``***``."""
+    """``text`` with the credentials of every URL in it, and its secret-looking query
+    parameters, replaced by ``***``."""
     if "://" not in text:
         return text
     return _redact_urls(text, compact_patterns(tuple(patterns)))
 
 
 def _redact_urls(text: str, compiled: tuple[str, ...]) -> str:
-    def userinfo(match: re.Match[str]) -> str:
-        scheme, (info, host) = match["scheme"], _split_authority(match["authority"])
-        if info is not None and (":" in info or scheme.lower() in _TOKEN_USER_SCHEMES):
-            return f"{scheme}://{REDACTED}@{host}"
-        return match.group(0)
-
-    text = _URL.sub(userinfo, text)
+    text = strip_url_credentials(text, REDACTED)
     if compiled and ("?" in text):
 
         def param(match: re.Match[str]) -> str:
@@ -322,41 +376,17 @@ def _redact_urls(text: str, compiled: tuple[str, ...]) -> str:
     return text
 
 
-def _split_authority(authority: str) -> tuple[str | None, str]:
-    """``("user:pw", "host:port")`` for ``user:pw@host:port``; ``(None, authority)`` without
-    credentials. A password may itself hold ``@``: the host follows the last one."""
-    info, at, host = authority.rpartition("@")
-    return (info, host) if at else (None, authority)
-
-
-def strip_url_credentials(url: str) -> str:
-    """A URL without its credentials: ``https://u:tok@github.com/x.git`` → ``https://github.com/x.git``.
-
-    For http(s) the whole ``user[:password]@`` goes; for other schemes only a password does
-    (``ssh://git@host/x.git`` keeps ``git@``). scp-style remotes (``git@github.com:x/y.git``)
-    have no secret and are returned unchanged.
-    """
-
-    def userinfo(match: re.Match[str]) -> str:
-        scheme, (info, host) = match["scheme"], _split_authority(match["authority"])
-        if info is None:
-            return match.group(0)
-        if scheme.lower() in _TOKEN_USER_SCHEMES:
-            return f"{scheme}://{host}"
-        user, sep, _password = info.partition(":")
-        if not sep:
-            return match.group(0)  # a bare user name (ssh://git@...) is no secret
-        return f"{scheme}://{user}@{host}" if user else f"{scheme}://{host}"
-
-    return _URL.sub(userinfo, url)
+# an override's key: a dotted config path, maybe with a group, a package and list indexes
+_OVERRIDE_KEY = re.compile(r"[\w.\-/@$\[\]:]++")
 
 
 def _override_parts(override: str) -> tuple[str, str, str] | None:
-    """``"+db.password=x"`` → ``("+", "db.password", "x")``; None when it has no value."""
+    """``"+db.password=x"`` → ``("+", "db.password", "x")``; None when it has no value or
+    what precedes the ``=`` is no key (an argument that merely holds a ``=``)."""
     key, sep, value = override.partition("=")
-    if not sep:
-        return None
     stripped = key.lstrip("+~")
+    if not sep or _OVERRIDE_KEY.fullmatch(stripped) is None:
+        return None
     return key[: len(key) - len(stripped)], stripped, value
 
 
@@ -403,7 +433,7 @@ def redact_overrides(overrides: Iterable[str], patterns: Sequence[str] | RedactP
     An interpolation (``+note=${db.password}``) is kept as typed: it names, not holds, a value.
     """
     policy = as_policy(patterns)
-    compiled = policy._compiled()
+    compiled = _compile(policy)
     items = list(overrides)
     out = []
     for override in items:
@@ -429,7 +459,7 @@ def redact_command(argv: Sequence[str], patterns: Sequence[str] | RedactPolicy) 
     ``--api-key=Y``, ``db.password=Z``), those values scrubbed from every other argument, and
     each argument redacted as text (URL credentials, secret-looking values)."""
     policy = as_policy(patterns)
-    compiled = policy._compiled()
+    compiled = _compile(policy)
     args = [str(a) for a in argv]
     out: list[str] = []
     found: set[str] = set()
@@ -469,6 +499,7 @@ __all__ = [
     "as_policy",
     "compile_value_pattern",
     "env_secrets",
+    "environment_secrets",
     "is_secret_key",
     "override_secrets",
     "redact_command",
@@ -476,5 +507,4 @@ __all__ = [
     "redact_overrides",
     "redact_urls",
     "scrub_text",
-    "strip_url_credentials",
 ]

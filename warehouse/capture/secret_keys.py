@@ -1,9 +1,20 @@
 """Secret keys: which names (mapping keys, flags, environment variables) hold a secret.
 
 A key looks secret when it contains one of the key patterns (:data:`DEFAULT_REDACT_PATTERNS`),
-ignoring case and the separators ``_ - . space``; a few ML words that merely contain a pattern
-(``tokenizer``, ``max_tokens``, ``author`` ...) do not count. See :mod:`warehouse.capture.redact`
-for the whole redaction policy.
+ignoring case and the separators ``_ - . space``. A few ML words that merely contain a pattern
+do not count, each only where a word starts (the key is split into words at separators and
+camelCase humps, ``maxNewTokens`` → ``max new tokens``):
+
+- ``tokenizer``, ``tokenize``, ``tokenization`` ...;
+- a count or size word followed by ``token(s)``: ``max_tokens``, ``num_tokens``,
+  ``max_new_tokens``, ``prompt_tokens`` (:data:`COUNT_WORDS`);
+- ``token(s)`` followed by a count or size noun: ``tokens_per_s``, ``token_count``,
+  ``token_ids`` (:data:`TOKEN_NOUNS`);
+- ``author``, ``authors``.
+
+So ``session_token``, ``login_token`` and ``admin_token`` are secret (``n_token`` inside them
+is no word), while ``max_tokens`` is not. See :mod:`warehouse.capture.redact` for the whole
+redaction policy.
 """
 
 from __future__ import annotations
@@ -34,14 +45,68 @@ DEFAULT_REDACT_PATTERNS = (
 )
 """Key patterns: a key containing one of them holds a secret (``WAREHOUSE_REDACT_PATTERNS``)."""
 
+COUNT_WORDS = (
+    "max",
+    "min",
+    "num",
+    "n",
+    "new",
+    "total",
+    "special",
+    "added",
+    "input",
+    "output",
+    "prompt",
+    "completion",
+    "generated",
+    "cached",
+    "context",
+    "extra",
+    "pad",
+    "bos",
+    "eos",
+    "unk",
+    "sep",
+    "cls",
+    "mask",
+    "train",
+    "eval",
+)
+"""Words that make a following ``token(s)`` a count or a vocabulary entry: ``max_tokens``."""
+
+TOKEN_NOUNS = (
+    "per",
+    "count",
+    "counts",
+    "len",
+    "length",
+    "size",
+    "limit",
+    "budget",
+    "id",
+    "ids",
+    "type",
+    "types",
+    "dim",
+    "index",
+    "usage",
+    "seen",
+)
+"""Words that make a preceding ``token(s)`` a count or a vocabulary entry: ``token_ids``."""
+
 _SEPARATORS = re.compile(r"[\s_.\-]+")
-# Words that contain a pattern but name no secret; replaced by a word break before matching.
+# a key's words: capitals not followed by a small letter (``API`` of ``APIKey``), one capital
+# and small letters (any script's), digits; everything else separates words
+_WORDS = re.compile(r"[A-Z]+(?![^\W\d_A-Z])|[A-Z]?[^\W\d_A-Z]++|[0-9]++")
+# word sequences that contain a pattern but name no secret, matched on the words joined by
+# "_" and only where a word starts; each is replaced by a word break before matching
 _NOT_SECRET = re.compile(
-    r"tokeni[sz][a-z]*"  # tokenizer, tokenize, tokenized, tokenization, tokenizers
-    r"|(?:max|min|num|n|new|total|special|input|output|prompt|context|extra|pad|bos|eos)"
-    r"[_\-. ]?tokens?(?![a-z])"  # max_tokens, max_new_tokens, num_tokens, special_tokens
-    r"|tokens?[_\-. ]?per[_\-. ]?[a-z]*"  # tokens_per_s, tokens_per_batch
-    r"|author(?:s(?![a-z])|(?![a-z]))"  # author, authors (not authorization, authority)
+    r"(?:^|(?<=_))(?:"
+    r"tokeni[sz][a-z]*+"  # tokenizer, tokenize, tokenized, tokenization, tokenizers
+    rf"|(?:{'|'.join(COUNT_WORDS)})_?tokens?"  # max_tokens, maxtokens, max_new_tokens
+    rf"|tokens?_?(?:{'|'.join(TOKEN_NOUNS)})"  # tokens_per_s, token_count, token_ids
+    r"|authors?"  # author, authors (not authorization, authority)
+    r")(?=_|$)"
 )
 # secret-looking environment variable names beyond the key patterns (DB_PASS, GH_PAT ...)
 _ENV_NAME = re.compile(
@@ -67,8 +132,8 @@ def is_secret_name(key: str, compact: tuple[str, ...]) -> bool:
     """Whether ``key`` contains one of the :func:`compact_patterns` ``compact``."""
     if not compact:
         return False
-    text = _NOT_SECRET.sub("|", key.lower())
-    text = _SEPARATORS.sub("", text)
+    words = "_".join(_WORDS.findall(key)).lower()
+    text = _NOT_SECRET.sub("|", words).replace("_", "")
     return any(p in text for p in compact)
 
 
@@ -92,9 +157,11 @@ def env_secrets(
 
 
 __all__ = [
+    "COUNT_WORDS",
     "DEFAULT_REDACT_PATTERNS",
     "MIN_SCRUB_LENGTH",
     "REDACTED",
+    "TOKEN_NOUNS",
     "compact_patterns",
     "env_secrets",
     "is_secret_key",

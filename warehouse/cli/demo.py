@@ -294,7 +294,9 @@ def _print_summary(settings: Settings, runs: list[dict[str, Any]], elapsed: floa
     out.print(table)
     out.print(f"\nWarehouse folder: [bold]{escape(str(settings.resolved_home))}[/]")
     if settings.store_engine == "elasticsearch" and settings.es_url:
-        out.print(f"Elasticsearch:    [bold]{escape(_without_credentials(settings.es_url))}[/]")
+        from warehouse.url_credentials import strip_url_credentials
+
+        out.print(f"Elasticsearch:    [bold]{escape(strip_url_credentials(settings.es_url))}[/]")
     if settings.s3_url:
         out.print(f"Model outputs:    [bold]{escape(settings.s3_url)}[/]")
     out.print("\nNext:")
@@ -319,11 +321,6 @@ def _print_waiting(settings: Settings, down: list[str]) -> None:
         "did not answer; training went on and every run is in the local store. When the "
         "server is back: [cyan]warehouse init && warehouse sync[/]"
     )
-
-
-def _without_credentials(url: str) -> str:
-    """A URL safe to print: any ``user:password@`` removed."""
-    return re.sub(r"//[^/@]*@", "//", url, count=1)
 
 
 def _hydra_value(value: str) -> str:

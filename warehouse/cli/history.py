@@ -245,8 +245,12 @@ def rename_experiment(
     """
     from warehouse.history.edits import rename_experiment as renaming
     from warehouse.query.views import quote
+    from warehouse.settings import load
 
-    _edit([], f"experiment:{quote(old)}", renaming(new), fmt, none=f"no run has experiment {old!r}")
+    clean = load().redaction.text(new)  # a name is stored and shown: no secret in it
+    _edit(
+        [], f"experiment:{quote(old)}", renaming(clean), fmt, none=f"no run has experiment {old!r}"
+    )
 
 
 @runs_app.command("delete")

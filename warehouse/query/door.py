@@ -8,7 +8,6 @@ the front ends (CLI, UI, report, Python) never repeat them.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -125,7 +124,9 @@ def why_empty(filter: str | None, *, store: Store, settings: Settings, hints: bo
 def describe_source(settings: Settings) -> str:
     """``Elasticsearch http://host:9200 (warehouse-*)`` or ``local store /path`` — no secrets."""
     if settings.store_engine == "elasticsearch" and settings.es_url:
-        url = re.sub(r"//[^/@]*@", "//", settings.es_url)  # drop user:password@ if present
+        from warehouse.url_credentials import strip_url_credentials
+
+        url = strip_url_credentials(settings.es_url)
         return f"Elasticsearch {url} ({settings.index_prefix}-*)"
     return f"local store {settings.resolved_home}"
 

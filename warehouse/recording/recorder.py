@@ -130,16 +130,16 @@ class Recorder:
         from warehouse.capture.config import capture_config, hydra_info
         from warehouse.capture.environment import capture_environment
         from warehouse.capture.git import capture_git
-        from warehouse.capture.redact import redact_overrides
+        from warehouse.capture.redact import redact_config, redact_overrides
         from warehouse.live.lifecycle import Lifecycle
 
         s = self.settings
-        name = experiment or s.experiment or "default"
         redaction = s.redaction  # key, value and file patterns; secret environment values
+        name = redaction.text(str(experiment or s.experiment or "default"))
         captured = capture_config(config, redaction)
         hydra = options.get("hydra")
         overrides, hydra_meta = hydra if hydra is not None else hydra_info(redaction)
-        env = capture_environment()
+        env = redact_config(capture_environment(), redaction)
         primary = _primary_metric(
             options.get("primary_metric") or s.primary_metric,
             options.get("direction") or s.direction,
@@ -152,7 +152,7 @@ class Recorder:
 
         record = Run(
             experiment=normalise_experiment(name),
-            project=s.project,
+            project=redaction.text(s.project) if s.project else None,
             tags=sorted(
                 set(redact_overrides([str(t) for t in options.get("tags", ())], redaction))
             ),
@@ -166,6 +166,7 @@ class Recorder:
             config_hash_noseed=config_hash(captured.config, s.seed_keys),
             environment=env,
             primary_metric=primary,
+            redacted=["git.diff"] if git.redacted_files else [],
         )
         run_id = options.get("run_id")
         if run_id:

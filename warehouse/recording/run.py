@@ -15,6 +15,7 @@ heartbeat.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
@@ -47,6 +48,7 @@ from warehouse.recording.run_rules import Names, as_number, sample_columns
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from warehouse.capture.scrub import RunScrub
     from warehouse.live.steps import StepLogger, StepOptions
     from warehouse.objects.base import ObjectStore
     from warehouse.query.stats import Summary
@@ -124,6 +126,14 @@ class ActiveRun:
     def settings(self) -> Settings:
         return self._recorder.settings
 
+    @functools.cached_property
+    def _scrub(self) -> RunScrub:
+        """Every string the run takes in passes here (issue 28): the settings' redaction, the
+        config's secrets too, and where something was replaced."""
+        from warehouse.capture.scrub import RunScrub
+
+        return RunScrub(self.settings.redaction, self._secrets)
+
     # metrics ----------------------------------------------------------------------------
     def log_metrics(self, split: str, metrics: Mapping[str, Any]) -> None:
         """Record final metrics of one split (``"val"``, {"acc": 0.93}); later calls merge.
@@ -134,7 +144,8 @@ class ActiveRun:
         they are listed under ``invalid_metrics`` and a warning names them. A non-numeric
         value raises ``InvalidRecord`` naming the metric.
         """
-        split_name = self._names.split(split)
+        split_name = self._names.split(self._scrub.name(str(split), "metrics"))
+        metrics = self._scrub.names(metrics, f"metrics.{split_name}")
         names = self._names.metrics(split_name, metrics)
         clean: dict[str, float] = {}
         invalid: list[str] = []
@@ -172,7 +183,7 @@ class ActiveRun:
         """Add tags to the run (kept sorted, unique)."""
         from warehouse.capture.redact import redact_overrides
 
-        clean = redact_overrides([str(t) for t in tags], self.settings.redaction)
+        clean = redact_overrides([str(t) for t in tags], self._scrub.policy)
         with self._lock:
             self.record.tags = sorted(set(self.record.tags) | set(clean))
 
@@ -197,7 +208,7 @@ class ActiveRun:
         of (:func:`warehouse.models.sample_column_for`: ``metric_columns`` first, e.g.
         ``{"acc": "correct"}``), stored on the run as ``metrics_ci.<split>.<metric>``.
         """
-        split_name = self._names.split(split)
+        split_name = self._names.split(self._scrub.name(str(split), "samples"))
         kept_columns = self._columns.get(split_name)
         kept_choices = self._metric_columns.get(split_name)
         self._columns[split_name] = {}
@@ -230,8 +241,8 @@ class ActiveRun:
         content_type: str | None = None,
     ) -> str:
         """Store one sample's model output and link it as that sample's ``output_uri``."""
-        split_name = self._names.split(split)
-        sid = str(sample_id)
+        split_name = self._names.split(self._scrub.name(str(split), "samples"))
+        sid = self._scrub.name(str(sample_id), f"samples.{split_name}.sample_id")
         suffix = ""
         if not isinstance(data_or_path, bytes | bytearray):
             suffix = Path(data_or_path).suffix
@@ -271,6 +282,7 @@ class ActiveRun:
                 raise InvalidRecord(f"artifact {source} is not a file; pass an existing path")
             digest, size = _hash_file(source)
             name = name or source.name
+        name = self._scrub.text(name, "artifacts")
         ctype = content_type or mimetypes.guess_type(name)[0]
         key = object_key(self.experiment, self.run_id, kind, name)
         with Lifecycle.current().writing():
@@ -292,6 +304,8 @@ class ActiveRun:
         steps = self._steps
         if steps is None:
             steps = self.open_steps()
+        if not self._scrub.known(metrics):  # a name not seen before: scrubbed once, then known
+            metrics = self._scrub.names(metrics, "steps")
         steps.log_step(step, epoch, **metrics)
 
     def open_steps(self) -> StepLogger:
@@ -351,7 +365,9 @@ class ActiveRun:
             rec.lost_at = (
                 beat + timedelta(seconds=lost_after(self.settings.heartbeat_s)) if running else None
             )
-            self._recorder.store.write_runs([rec.to_doc()])
+            doc = rec.to_doc()
+            doc["redacted"] = rec.redacted = sorted({*rec.redacted, *self._scrub.places_of(doc)})
+            self._recorder.store.write_runs([doc])
 
     def end(
         self,
@@ -387,9 +403,7 @@ class ActiveRun:
         return self.record
 
     def _error_of(self, error: BaseException) -> RunError:
-        from warehouse.capture.redact import scrub_text
-
-        patterns = self.settings.redaction  # with the values of secret environment variables
+        policy = self._scrub.policy  # secret environment values and the config's secrets too
         trace = "".join(traceback.format_exception(error))[-20_000:]
         message = str(error)
         if len(message) > _MESSAGE_MAX:  # a huge message (a dumped tensor) would bloat the run
@@ -397,8 +411,8 @@ class ActiveRun:
             message = f"{message[:_MESSAGE_MAX]} [cut by warehouse: {cut:,} more characters]"
         return RunError(
             type=type(error).__name__,
-            message=scrub_text(message, self._secrets, patterns),
-            traceback=scrub_text(trace, self._secrets, patterns),
+            message=policy.text(message),
+            traceback=policy.text(trace),
         )
 
     # the lifecycle's calls --------------------------------------------------------------
@@ -467,7 +481,8 @@ class ActiveRun:
         from warehouse.stores.sample_ids import SampleIds
 
         ids = SampleIds(self.run_id, split)
-        for raw in iter_batches(rows):
+        for raw in iter_batches(rows):  # secrets out first: names and text of every column
+            raw = self._scrub.batch(raw, f"samples.{split}", skip=("output", "output_content_type"))
             batch = sample_columns(split, raw)
             ids.check(batch)  # before any output of the batch is stored
             batch = nan_to_null(batch)

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 import elastic_transport
 from elasticsearch import ApiError, UnsupportedProductError
 
-from warehouse.capture.redact import strip_url_credentials
 from warehouse.errors import (
     ConfigurationError,
     InvalidRecord,
@@ -23,6 +22,7 @@ from warehouse.errors import (
     StoreUnavailable,
     WarehouseError,
 )
+from warehouse.url_credentials import strip_url_credentials
 
 CLIENT_ERRORS = (ApiError, elastic_transport.TransportError, ValueError)
 """What ``_map_errors`` catches (ValueError: the client's own check of its options)."""

@@ -461,7 +461,7 @@ def _close_run(
             "warehouse watch: recording the end of run %s failed (%s: %s)",
             run.run_id,
             type(exc).__name__,
-            exc,
+            run.settings.redaction.text(str(exc)),
         )
 
 
