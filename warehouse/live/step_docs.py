@@ -446,6 +446,28 @@ class DocBuilder:
         self._attach(doc, sample)
         return doc
 
+    def rank_tick(self, t: float, rank: int, sample: Sample) -> dict[str, Any]:
+        """A document of another rank's system figures (``system_per_rank``): ``rank`` and
+        ``host`` set, next in this run's ``seq``; this process's own figures stay apart."""
+        doc: dict[str, Any] = {
+            "@timestamp": self.iso(t),
+            "run_id": self.run_id,
+            "experiment": self.experiment,
+            "seq": self.seq,
+            "step": self.last_step,
+            "epoch": self.last_epoch,
+            "metrics": {},
+            "rank": rank,
+        }
+        self.seq += 1
+        if sample.get("host"):
+            doc["host"] = sample["host"]
+        if sample.get("system"):
+            doc["system"] = dict(sample["system"])
+        if sample.get("gpus"):
+            doc["gpus"] = [dict(g) for g in sample["gpus"]]
+        return doc
+
     def _normalised(self, key: str) -> str:
         """A metric name as stored (cached); says once when two names become the same one
         (``top-1 acc`` and ``top-1.acc``): in a step where both are logged, one value wins."""
