@@ -207,7 +207,8 @@ class Settings(BaseSettings):
 class LaunchEnvironment(BaseSettings):
     """What a distributed launcher tells each of its processes, read from the environment
     under the launchers' own names (torchrun and Lightning, SLURM, MPI): no ``WAREHOUSE_``
-    prefix, no other source. :mod:`warehouse.recording.ranks` decides the rank from it."""
+    prefix, no config file or Hydra layer (no ``.env`` or secrets folder either).
+    :mod:`warehouse.recording.ranks` decides the rank from it."""
 
     model_config = SettingsConfigDict(extra="ignore", frozen=True, env_ignore_empty=True)
 
@@ -232,17 +233,6 @@ class LaunchEnvironment(BaseSettings):
     torchelastic_run_id: str | None = Field(default=None, validation_alias="TORCHELASTIC_RUN_ID")
     master_addr: str | None = Field(default=None, validation_alias="MASTER_ADDR")
     master_port: str | None = Field(default=None, validation_alias="MASTER_PORT")
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings)
 
 
 def load_launch() -> LaunchEnvironment:

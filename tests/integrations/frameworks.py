@@ -16,6 +16,7 @@ from warehouse.stores.base import RunQuery, StepRange
 from warehouse.stores.local import LocalStore
 
 REQUIRE = "WAREHOUSE_TEST_REQUIRE_FRAMEWORKS"
+README = Path(__file__).parents[2] / "README.md"
 
 
 def require(module: str, extra: str) -> ModuleType:
@@ -51,3 +52,18 @@ def stored_names(values: dict[str, float]) -> dict[str, float]:
 def step_metrics(home: Path, run_id: str) -> list[tuple[int, dict[str, float]]]:
     """``(step, metrics)`` of each step document that has metrics, in order."""
     return [(d["step"], d["metrics"]) for d in stored_steps(home, run_id) if d["metrics"]]
+
+
+def run_readme_block(title: str, namespace: dict[str, Any], cwd: Path) -> dict[str, Any]:
+    """Run the README's Python block that follows ``**title**`` (in ``cwd``), with
+    ``namespace`` holding what the block takes as given (the model, the data)."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"**{title}**")
+    block = text[start:].split("```python", 1)[1].split("```", 1)[0]
+    here = Path.cwd()
+    os.chdir(cwd)
+    try:
+        exec(compile(block, f"README.md ({title})", "exec"), namespace)
+    finally:
+        os.chdir(here)
+    return namespace

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.integrations.frameworks import require, step_metrics, stored_runs
+from tests.integrations.frameworks import require, run_readme_block, step_metrics, stored_runs
 
 xgb = require("xgboost", "xgboost")
 lgb = require("lightgbm", "lightgbm")
@@ -119,3 +119,34 @@ def test_lightgbm_with_early_stopping_records_the_stopping_round_and_ends(home: 
     assert run["status"] == "completed"
     assert step_metrics(home, run["run_id"]) == expected_steps(recorded)
     assert run["metrics"]["val"] == {m: v[-1] for m, v in recorded["valid_0"].items()}
+
+
+def test_the_xgboost_readme_block_records_a_run(tmp_path: Path, home: Path) -> None:
+    x, y = data(4)
+    given = {
+        "xgboost": xgb,
+        "params": {"objective": "binary:logistic", "max_depth": 2},
+        "dtrain": xgb.DMatrix(x[:80], label=y[:80]),
+        "dval": xgb.DMatrix(x[80:], label=y[80:]),
+    }
+    run_readme_block("XGBoost", given, tmp_path)
+    [run] = stored_runs(home)
+    assert run["experiment"] == "xgb"
+    assert set(run["metrics"]) == {"train", "val"}
+    assert len(step_metrics(home, run["run_id"])) == 10
+
+
+def test_the_lightgbm_readme_block_records_a_run(tmp_path: Path, home: Path) -> None:
+    x, y = data(5)
+    train_set = lgb.Dataset(x[:80], label=y[:80])
+    given = {
+        "lightgbm": lgb,
+        "params": {"objective": "binary", "verbose": -1, "num_leaves": 4},
+        "train_set": train_set,
+        "valid_set": lgb.Dataset(x[80:], label=y[80:], reference=train_set),
+    }
+    run_readme_block("LightGBM", given, tmp_path)
+    [run] = stored_runs(home)
+    assert run["status"] == "completed"
+    assert set(run["metrics"]) == {"val"}
+    assert len(step_metrics(home, run["run_id"])) == 10

@@ -4,14 +4,13 @@ one run per job, never two (the real Hydra app in a subprocess)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.integrations.frameworks import require, step_metrics, stored_runs
+from tests.recording.test_hydra_callback import run_app as run_hydra_app
 
 require("xgboost", "xgboost")
 
@@ -19,24 +18,7 @@ APP = Path(__file__).parent / "apps" / "boost" / "app.py"
 
 
 def run_app(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    flags = [a for a in args if a.startswith("-")]  # hydra flags go before the overrides
-    args = tuple(a for a in args if not a.startswith("-"))
-    return subprocess.run(
-        [
-            sys.executable,
-            str(APP),
-            *flags,
-            f"hydra.run.dir={tmp_path}/out",
-            f"hydra.sweep.dir={tmp_path}/multi",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ),
-        cwd=tmp_path,
-        timeout=240,
-        check=False,
-    )
+    return run_hydra_app(tmp_path, *args, app=APP)
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.integrations.frameworks import require, step_metrics, stored_runs
+from tests.integrations.frameworks import require, run_readme_block, step_metrics, stored_runs
 
 os.environ.setdefault("KERAS_BACKEND", "torch")  # Keras reads it once, at import: no TensorFlow
 keras = require("keras", "keras")
@@ -75,3 +75,12 @@ def test_evaluate_alone_records_a_run_with_the_test_split(home: Path) -> None:
     [run] = stored_runs(home)
     assert run["status"] == "completed"
     assert run["metrics"] == {"test": {k: float(v) for k, v in results.items()}}
+
+
+def test_the_readme_block_records_a_run(tmp_path: Path, home: Path) -> None:
+    x, y = data()
+    given = {"model": model(), "x": x[:64], "y": y[:64], "x_test": x[64:], "y_test": y[64:]}
+    run_readme_block("Keras 3", given, tmp_path)
+    [run] = stored_runs(home)
+    assert run["experiment"] == "keras-mlp"
+    assert set(run["metrics"]) == {"train", "val", "test"}

@@ -9,6 +9,7 @@ import pytest
 
 from tests.integrations.frameworks import (
     require,
+    run_readme_block,
     step_metrics,
     stored_names,
     stored_runs,
@@ -145,3 +146,13 @@ def test_a_failing_fit_records_a_failed_run_with_the_error(tmp_path: Path, home:
     [run] = stored_runs(home)
     assert run["status"] == "failed"
     assert "diverged at epoch 1" in run["error"]["message"]
+
+
+def test_the_readme_block_records_a_run(tmp_path: Path, home: Path) -> None:
+    train, val = loaders()
+    given = {"lightning": L, "model": Classifier(), "train_loader": train, "val_loader": val}
+    run_readme_block("Lightning", given, tmp_path)
+    [run] = stored_runs(home)
+    assert run["experiment"] == "mnist"
+    assert run["status"] == "completed"
+    assert set(run["metrics"]) == {"train", "val"}

@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from tests.integrations.frameworks import require, stored_names, stored_runs, stored_steps
+from tests.integrations.frameworks import (
+    require,
+    run_readme_block,
+    stored_names,
+    stored_runs,
+    stored_steps,
+)
 
 require("transformers", "transformers")
 require("accelerate", "transformers")
@@ -124,3 +130,16 @@ def test_report_to_warehouse_records_the_run(tmp_path: Path, home: Path) -> None
     [run] = stored_runs(home)
     assert run["status"] == "completed"
     check_steps(home, run["run_id"], trainer.state.log_history)
+
+
+def test_the_readme_block_records_a_run(tmp_path: Path, home: Path) -> None:
+    given = {
+        "Trainer": Trainer,
+        "model": tiny_model(),
+        "args": arguments(tmp_path, num_train_epochs=1, eval_strategy="no"),
+        "train": Tokens(16, 0),
+    }
+    run_readme_block("transformers", given, tmp_path)
+    [run] = stored_runs(home)
+    assert run["status"] == "completed"
+    assert "loss" in run["metrics"]["train"]

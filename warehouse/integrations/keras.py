@@ -16,7 +16,6 @@ warehouse.start_run()`` block) the callback joins it and leaves its end to it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import keras
@@ -28,18 +27,10 @@ from warehouse.integrations.session import RunSession, by_split, log_step, scala
 class WarehouseCallback(keras.callbacks.Callback):
     """A Keras callback recording one warehouse run (see the module docstring)."""
 
-    def __init__(
-        self,
-        experiment: str | None = None,
-        config: Any = None,
-        *,
-        tags: Iterable[str] = (),
-        primary_metric: str | None = None,
-        **options: Any,
-    ) -> None:
+    def __init__(self, experiment: str | None = None, config: Any = None, **options: Any) -> None:
+        """``options``: those of ``warehouse.start_run`` (``tags``, ``primary_metric`` ...)."""
         super().__init__()
-        run_options = {"tags": list(tags), "primary_metric": primary_metric, **options}
-        self.session = RunSession(experiment, config, run_options)
+        self.session = RunSession(experiment, config, options)
         self._training = False
         self._last: dict[str, Any] = {}
 

@@ -19,7 +19,6 @@ so the round that stops training is recorded too. Inside a run already open (a H
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from warehouse.integrations.session import RunSession, dataset_splits, log_step, scalars
@@ -31,17 +30,9 @@ class WarehouseCallback:
     order = 25
     before_iteration = False
 
-    def __init__(
-        self,
-        experiment: str | None = None,
-        config: Any = None,
-        *,
-        tags: Iterable[str] = (),
-        primary_metric: str | None = None,
-        **options: Any,
-    ) -> None:
-        run_options = {"tags": list(tags), "primary_metric": primary_metric, **options}
-        self.session = RunSession(experiment, config, run_options)
+    def __init__(self, experiment: str | None = None, config: Any = None, **options: Any) -> None:
+        """``options``: those of ``warehouse.start_run`` (``tags``, ``primary_metric`` ...)."""
+        self.session = RunSession(experiment, config, options)
 
     def __call__(self, env: Any) -> None:
         run = self.session.open(scalars(env.params) if env.params else None)

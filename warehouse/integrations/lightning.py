@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 import weakref
 from argparse import Namespace
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from lightning.pytorch.loggers.logger import Logger
@@ -38,18 +38,10 @@ _STAGE_SPLIT = {"fit": "train", "validate": "val", "test": "test"}
 class WarehouseLogger(Logger):
     """A Lightning ``Logger`` recording one warehouse run (see the module docstring)."""
 
-    def __init__(
-        self,
-        experiment: str | None = None,
-        config: Any = None,
-        *,
-        tags: Iterable[str] = (),
-        primary_metric: str | None = None,
-        **options: Any,
-    ) -> None:
+    def __init__(self, experiment: str | None = None, config: Any = None, **options: Any) -> None:
+        """``options``: those of ``warehouse.start_run`` (``tags``, ``primary_metric`` ...)."""
         super().__init__()
-        run_options = {"tags": list(tags), "primary_metric": primary_metric, **options}
-        self.session = RunSession(experiment, config, run_options)
+        self.session = RunSession(experiment, config, options)
         self._trainer: weakref.ReferenceType[Any] | None = None
 
     @property

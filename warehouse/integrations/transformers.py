@@ -23,7 +23,6 @@ transformers, and where its own integrations are listed). Importing this module 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from transformers import TrainerCallback
@@ -38,17 +37,9 @@ REPORT_TO = "warehouse"
 class WarehouseCallback(TrainerCallback):
     """A ``TrainerCallback`` recording one warehouse run (see the module docstring)."""
 
-    def __init__(
-        self,
-        experiment: str | None = None,
-        config: Any = None,
-        *,
-        tags: Iterable[str] = (),
-        primary_metric: str | None = None,
-        **options: Any,
-    ) -> None:
-        run_options = {"tags": list(tags), "primary_metric": primary_metric, **options}
-        self.session = RunSession(experiment, config, run_options)
+    def __init__(self, experiment: str | None = None, config: Any = None, **options: Any) -> None:
+        """``options``: those of ``warehouse.start_run`` (``tags``, ``primary_metric`` ...)."""
+        self.session = RunSession(experiment, config, options)
         self._summary: dict[str, Any] = {}
 
     def _open(self, args: Any, model: Any = None) -> Any:

@@ -17,7 +17,7 @@ joins it and leaves its end to it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from typing_extensions import override
@@ -29,18 +29,10 @@ from warehouse.integrations.session import RunSession, dataset_splits, log_step
 class WarehouseCallback(TrainingCallback):
     """An XGBoost ``TrainingCallback`` recording one warehouse run (see the module docstring)."""
 
-    def __init__(
-        self,
-        experiment: str | None = None,
-        config: Any = None,
-        *,
-        tags: Iterable[str] = (),
-        primary_metric: str | None = None,
-        **options: Any,
-    ) -> None:
+    def __init__(self, experiment: str | None = None, config: Any = None, **options: Any) -> None:
+        """``options``: those of ``warehouse.start_run`` (``tags``, ``primary_metric`` ...)."""
         super().__init__()
-        run_options = {"tags": list(tags), "primary_metric": primary_metric, **options}
-        self.session = RunSession(experiment, config, run_options)
+        self.session = RunSession(experiment, config, options)
         self._last: dict[str, dict[str, float]] = {}
 
     @override
