@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import warehouse
+from tests.integrations.frameworks import require
 from warehouse.errors import ConfigurationError
 from warehouse.recording.ranks import NullRun, process_rank, rank_from_environment
 from warehouse.recording.run import ActiveRun
@@ -296,3 +297,60 @@ def test_a_rank_reports_the_gpu_it_uses(gpus: list[int], local_rank: int, index:
     figures = own_figures(sample, local_rank)
     assert figures["gpus"] == [{"index": index, "util_pct": float(index)}]
     assert figures["system"] == {"cpu_pct": 5.0, "rss_bytes": 1}
+
+
+# --- the frameworks' own rank ---------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_rank_of_a_torch_distributed_group_decides_without_launcher_variables(
+    tmp_path: Path, home: Path
+) -> None:
+    require("torch", "lightning")
+    job = Path(__file__).with_name("dist_job.py")
+    init = tmp_path / "init"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(job), str(rank), "3", str(init), str(tmp_path)],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in range(3)
+    ]
+    finish(procs)
+    [run] = stored_runs(home)
+    assert run["metrics"]["val"] == {"acc": 0.9}
+    assert run["environment"]["world_size"] == 3
+
+
+def test_lightnings_rank_decides_when_lightning_set_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    require("lightning", "lightning")
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+    monkeypatch.setattr(rank_zero_only, "rank", 2, raising=False)
+    rank = process_rank()
+    assert (rank.rank, rank.source) == (2, "lightning")
+    assert not rank.records
+
+
+def test_accelerates_state_decides_once_an_accelerator_is_made() -> None:
+    require("accelerate", "transformers")
+    from accelerate import Accelerator
+
+    Accelerator(cpu=True)
+    rank = process_rank()
+    assert (rank.rank, rank.world_size, rank.source) == (0, 1, "accelerate")
+
+
+def test_reading_the_rank_imports_no_framework(tmp_path: Path, home: Path) -> None:
+    code = (
+        "import sys, warehouse\n"
+        "with warehouse.start_run(experiment='x'): pass\n"
+        "print(sorted(m for m in ('torch', 'accelerate', 'lightning') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True
+    )
+    assert out.stdout.strip() == "[]"

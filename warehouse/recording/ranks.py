@@ -12,7 +12,7 @@ The rank, first found wins:
 1. given by the caller (an integration reads it from its framework: Lightning's
    ``trainer.global_rank``, transformers' ``args.process_index``);
 2. ``torch.distributed``, when the program imported torch and initialised a process group;
-3. accelerate's state, when the program imported accelerate and initialised it;
+3. accelerate's state, when the program imported accelerate and made an ``Accelerator``;
 4. Lightning's ``rank_zero_only.rank``, when the program imported Lightning;
 5. the launcher's environment (:class:`~warehouse.settings.LaunchEnvironment`): ``RANK`` /
    ``WORLD_SIZE`` (torchrun, accelerate, DeepSpeed), ``SLURM_PROCID`` / ``SLURM_NTASKS``,
