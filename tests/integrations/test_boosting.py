@@ -93,6 +93,7 @@ def test_lightgbm_train_records_exactly_what_record_evaluation_records(home: Pat
     [run] = stored_runs(home)
     assert run["status"] == "completed"
     assert run["config"]["num_leaves"] == 4
+    assert run["config"]["objective"] == "binary"  # the training parameters, as given
     assert step_metrics(home, run["run_id"]) == expected_steps(recorded)
     assert run["metrics"]["train"] == {m: v[-1] for m, v in recorded["training"].items()}
     assert run["metrics"]["val"] == {m: v[-1] for m, v in recorded["valid_0"].items()}

@@ -83,4 +83,5 @@ def test_the_readme_block_records_a_run(tmp_path: Path, home: Path) -> None:
     run_readme_block("Keras 3", given, tmp_path)
     [run] = stored_runs(home)
     assert run["experiment"] == "keras-mlp"
+    assert run["config"] == {"verbose": "auto", "epochs": 3, "steps": 2}  # fit's parameters
     assert set(run["metrics"]) == {"train", "val", "test"}

@@ -37,8 +37,7 @@ class WarehouseCallback(keras.callbacks.Callback):
     @override
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self._training = True
-        params = scalars(dict(self.params or {}))
-        self.session.open(params)
+        self.session.open(dict(self.params or {}))
 
     @override
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from warehouse.integrations.session import RunSession, dataset_splits, log_step, scalars
+from warehouse.integrations.session import RunSession, dataset_splits, log_step
 
 
 class WarehouseCallback:
@@ -35,7 +35,7 @@ class WarehouseCallback:
         self.session = RunSession(experiment, config, options)
 
     def __call__(self, env: Any) -> None:
-        run = self.session.open(scalars(env.params) if env.params else None)
+        run = self.session.open(dict(env.params) if env.params else None)
         values: dict[str, float] = {}
         last: dict[str, dict[str, float]] = {}
         for item in env.evaluation_result_list or ():

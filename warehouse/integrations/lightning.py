@@ -1,7 +1,8 @@
 """Lightning: ``Trainer(logger=WarehouseLogger())`` records the run from inside Lightning.
 
 - **Config**: the module's (and datamodule's) hparams (``self.save_hyperparameters()``), given
-  to ``log_hyperparams`` when training starts; the run opens then.
+  to ``log_hyperparams`` when training starts; the run opens at the first logged step (or at
+  the end, when nothing was logged).
 - **Steps**: every ``log_metrics(metrics, step)`` call Lightning makes (the values it also gives
   ``CSVLogger``) is a step of the run; Lightning's ``epoch`` is the step's epoch.
 - **Final metrics**: ``trainer.callback_metrics`` when Lightning finalizes the logger (the end of
@@ -29,7 +30,7 @@ from lightning.pytorch.loggers.logger import Logger
 from lightning.pytorch.utilities import rank_zero_only
 from typing_extensions import override
 
-from warehouse.integrations.session import RunSession, by_split, log_step, note_world_size
+from warehouse.integrations.session import RunSession, by_split, log_step
 
 _STATUS = {"success": "completed", "failed": "failed", "finished": "interrupted"}
 _STAGE_SPLIT = {"fit": "train", "validate": "val", "test": "test"}
@@ -43,6 +44,7 @@ class WarehouseLogger(Logger):
         super().__init__()
         self.session = RunSession(experiment, config, options)
         self._trainer: weakref.ReferenceType[Any] | None = None
+        self._hparams: dict[str, Any] | None = None
 
     @property
     @override
@@ -61,8 +63,10 @@ class WarehouseLogger(Logger):
     def log_hyperparams(
         self, params: dict[str, Any] | Namespace, *args: Any, **kwargs: Any
     ) -> None:
-        config = vars(params) if isinstance(params, Namespace) else dict(params)
-        self.session.open(config)
+        # the run opens at the first logged step: after Lightning has set its signal handlers,
+        # so that each of the two restores the other's (a failed fit finalizes before
+        # Lightning's teardown)
+        self._hparams = vars(params) if isinstance(params, Namespace) else dict(params)
 
     @rank_zero_only
     @override
@@ -75,13 +79,11 @@ class WarehouseLogger(Logger):
             return
         if trainer is not None:
             self._trainer = weakref.ref(trainer)
-            if self.session.run is not None:
-                note_world_size(self.session.run, trainer.world_size)
 
     @rank_zero_only
     @override
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
-        run = self.session.open(rank=self._rank())
+        run = self.session.open(self._hparams, rank=self._rank())
         log_step(run, 0 if step is None else step, metrics)
 
     @rank_zero_only
@@ -92,7 +94,7 @@ class WarehouseLogger(Logger):
             if self.session.run is None:
                 return
         else:
-            self.session.open(rank=self._rank())
+            self.session.open(self._hparams, rank=self._rank())
             default = _STAGE_SPLIT.get(str(getattr(trainer.state.fn, "value", "fit")), "train")
             self.session.log_final(by_split(trainer.callback_metrics, default))
         outcome = _STATUS.get(status, "interrupted")
