@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import subprocess
 import sys
@@ -13,9 +14,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 import warehouse
 from tests.integrations.frameworks import require
+from warehouse.cli import app
 from warehouse.errors import ConfigurationError
 from warehouse.recording.ranks import NullRun, process_rank, rank_from_environment
 from warehouse.recording.run import ActiveRun
@@ -253,12 +256,18 @@ def test_each_rank_sends_its_own_system_figures_to_rank_zeros_run(
     assert sorted(by_rank) == [1, 2, 3]
     for rank, docs in by_rank.items():
         assert all(d["metrics"] == {} and d["host"] for d in docs), rank
-        assert all(not k.startswith("gpu_") for d in docs for k in d["system"])
+        assert all(not k.startswith("gpu_") for d in docs for k in d["system"])  # no GPU here
     # each rank's process memory is its own: rank k holds k * 40 MB more than rank 0 did
     peak = {rank: max(d["system"]["rss_bytes"] for d in docs) for rank, docs in by_rank.items()}
     assert peak[2] - peak[1] > 30 * 2**20
     assert peak[3] - peak[2] > 30 * 2**20
     assert not list((home / "ranks").rglob("rank-*.jsonl"))  # rank 0 removed what it read
+    # warehouse query steps shows whose figures each row holds
+    shown = CliRunner().invoke(app, ["query", "steps", run["run_id"], "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    rows = json.loads(shown.stdout)
+    assert sorted({r["rank"] for r in rows if r["rank"] is not None}) == [1, 2, 3]
+    assert len(rows) == len(steps)
 
 
 def test_figures_left_by_an_earlier_launch_are_not_recorded(tmp_path: Path) -> None:
@@ -296,7 +305,8 @@ def test_a_rank_reports_the_gpu_it_uses(gpus: list[int], local_rank: int, index:
     }
     figures = own_figures(sample, local_rank)
     assert figures["gpus"] == [{"index": index, "util_pct": float(index)}]
-    assert figures["system"] == {"cpu_pct": 5.0, "rss_bytes": 1}
+    # the gpu_* figures are that GPU's alone, not the totals over what the rank sees
+    assert figures["system"] == {"cpu_pct": 5.0, "rss_bytes": 1, "gpu_util_pct": float(index)}
 
 
 # --- the frameworks' own rank ---------------------------------------------------------------

@@ -123,13 +123,17 @@ class RankReporter:
 
 def own_figures(sample: Sample, local_rank: int) -> dict[str, Any]:
     """A rank's share of a sample: the GPU it uses (the only visible one, else the
-    ``local_rank``-th) and the system figures without the all-GPU totals (rank 0's own
-    documents have those)."""
+    ``local_rank``-th), and the system figures with ``gpu_*`` that GPU's alone (rank 0's own
+    documents have the totals over the GPUs it sees)."""
+    from warehouse.live.system import gpu_totals
+
     system = {k: v for k, v in sample.get("system", {}).items() if not k.startswith("gpu_")}
     out: dict[str, Any] = {"system": system}
     gpus = sample.get("gpus") or []
     if gpus:
-        out["gpus"] = [gpus[0] if len(gpus) == 1 else gpus[local_rank % len(gpus)]]
+        mine = gpus[0] if len(gpus) == 1 else gpus[local_rank % len(gpus)]
+        out["gpus"] = [mine]
+        system.update(gpu_totals([mine]))
     return out
 
 
