@@ -5,9 +5,11 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,6 +137,11 @@ def test_every_method_of_an_active_run_is_a_no_op_on_a_null_run() -> None:
     }
     missing = sorted(public - set(vars(NullRun)))
     assert not missing, f"NullRun must override {missing} with a no-op"
+
+    def public_attributes(init: Callable[..., None]) -> set[str]:
+        return set(re.findall(r"self\.([a-z]\w*) = ", inspect.getsource(init)))
+
+    assert public_attributes(ActiveRun.__init__) <= public_attributes(NullRun.__init__)
     for name in public:
         mine, theirs = getattr(NullRun, name), getattr(ActiveRun, name)
         if isinstance(theirs, property):

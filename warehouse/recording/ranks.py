@@ -137,10 +137,13 @@ class NullRun(ActiveRun):
         rank: ProcessRank,
         reporter: RankReporter | None = None,
     ) -> None:
+        from warehouse.live.steps import StepOptions
+
         # no ActiveRun.__init__: a NullRun holds no store, step logger, lock or names
         self.record = Run.model_construct(run_id="", experiment=experiment)
         self.rank = rank
         self.baseline_error = 0.0
+        self.step_options = StepOptions()
         self._recorder = recorder
         self._reporter = reporter
 
