@@ -13,11 +13,32 @@ import pytest
 pytest_plugins = ["tests.servers", "tests.browser"]
 
 
+# what distributed launchers set (warehouse.recording.ranks): a test run inside a SLURM job
+# step or under torchrun must not make every test a rank that records nothing
+LAUNCHER_VARIABLES = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "NODE_RANK",
+    "GROUP_RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+)
+
+
 @pytest.fixture(autouse=True)
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """No WAREHOUSE_* / AWS_* leaks in or out; WAREHOUSE_HOME is a fresh tmp folder."""
+    """No WAREHOUSE_* / AWS_* / launcher (rank) variables leak in or out; WAREHOUSE_HOME is a
+    fresh tmp folder."""
     for key in list(os.environ):
-        if key.startswith(("WAREHOUSE_", "AWS_")) and not key.startswith("WAREHOUSE_TEST_"):
+        ours = key.startswith(("WAREHOUSE_", "AWS_")) and not key.startswith("WAREHOUSE_TEST_")
+        if ours or key in LAUNCHER_VARIABLES or key.startswith("SLURM_"):
             monkeypatch.delenv(key, raising=False)
     home = tmp_path / "warehouse-home"
     monkeypatch.setenv("WAREHOUSE_HOME", str(home))

@@ -19,7 +19,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -135,6 +135,11 @@ class Settings(BaseSettings):
         description="A running run saves heartbeat_at this often; 3 missed beats show it as lost.",
         gt=0,
     )
+    system_per_rank: bool = Field(
+        False,
+        description="In a distributed job, every rank samples its own process and GPU and "
+        "sends the figures to rank 0's run (steps with a `rank` field).",
+    )
 
     debug: bool = Field(False, description="Tracebacks on errors (also --debug).")
 
@@ -215,6 +220,53 @@ class Settings(BaseSettings):
             _LayerSource(settings_cls, "hydra"),
             _LayerSource(settings_cls, "file"),
         )
+
+
+class LaunchEnvironment(BaseSettings):
+    """What a distributed launcher tells each of its processes, read from the environment
+    under the launchers' own names (torchrun and Lightning, SLURM, MPI): no ``WAREHOUSE_``
+    prefix, no config file or Hydra layer (no ``.env`` or secrets folder either).
+    :mod:`warehouse.recording.ranks` decides the rank from it."""
+
+    model_config = SettingsConfigDict(extra="ignore", frozen=True, env_ignore_empty=True)
+
+    rank: int | None = Field(default=None, validation_alias="RANK")
+    world_size: int | None = Field(default=None, validation_alias="WORLD_SIZE")
+    local_rank: int | None = Field(default=None, validation_alias="LOCAL_RANK")
+    local_world_size: int | None = Field(default=None, validation_alias="LOCAL_WORLD_SIZE")
+    node_rank: int | None = Field(
+        default=None, validation_alias=AliasChoices("NODE_RANK", "GROUP_RANK")
+    )
+    slurm_procid: int | None = Field(default=None, validation_alias="SLURM_PROCID")
+    slurm_ntasks: int | None = Field(default=None, validation_alias="SLURM_NTASKS")
+    mpi_rank: int | None = Field(
+        default=None, validation_alias=AliasChoices("OMPI_COMM_WORLD_RANK", "PMI_RANK")
+    )
+    mpi_size: int | None = Field(
+        default=None, validation_alias=AliasChoices("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+    )
+    # the same on every rank of one launch: where per-rank figures meet
+    slurm_job_id: str | None = Field(default=None, validation_alias="SLURM_JOB_ID")
+    slurm_step_id: str | None = Field(default=None, validation_alias="SLURM_STEP_ID")
+    torchelastic_run_id: str | None = Field(default=None, validation_alias="TORCHELASTIC_RUN_ID")
+    master_addr: str | None = Field(default=None, validation_alias="MASTER_ADDR")
+    master_port: str | None = Field(default=None, validation_alias="MASTER_PORT")
+
+
+def load_launch() -> LaunchEnvironment:
+    """The launcher's variables of this process; a value that is not a number where one is
+    expected (``RANK=abc``) is a :class:`ConfigurationError` naming it."""
+    try:
+        return LaunchEnvironment()
+    except ValidationError as exc:
+        bad = "; ".join(
+            f"{err['loc'][0] if err['loc'] else '?'}={err.get('input')!r}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigurationError(
+            f"cannot read this process's rank from the launcher's environment ({bad}); "
+            "RANK, WORLD_SIZE, LOCAL_RANK, SLURM_PROCID ... must be whole numbers"
+        ) from None
 
 
 class _LayerSource(PydanticBaseSettingsSource):

@@ -17,7 +17,7 @@ APP = Path(__file__).parents[1] / "apps" / "tiny" / "app.py"
 
 
 def run_app(
-    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, app: Path = APP
 ) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {})}
     flags = [a for a in args if a.startswith("-")]  # hydra flags go before the overrides
@@ -25,7 +25,7 @@ def run_app(
     return subprocess.run(
         [
             sys.executable,
-            str(APP),
+            str(app),
             *flags,
             f"hydra.run.dir={tmp_path}/out",
             f"hydra.sweep.dir={tmp_path}/multi",

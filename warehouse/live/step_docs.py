@@ -433,6 +433,12 @@ class DocBuilder:
             doc["gpus"] = [dict(g) for g in gpus]
 
     def _tick(self, t: float, sample: Sample) -> dict[str, Any]:
+        doc = self._tick_doc(t)
+        self._attach(doc, sample)
+        return doc
+
+    def _tick_doc(self, t: float) -> dict[str, Any]:
+        """A document with no step metrics at ``t``, the next ``seq``, the last step seen."""
         doc: dict[str, Any] = {
             "@timestamp": self.iso(t),
             "run_id": self.run_id,
@@ -443,7 +449,19 @@ class DocBuilder:
             "metrics": {},
         }
         self.seq += 1
-        self._attach(doc, sample)
+        return doc
+
+    def rank_tick(self, t: float, rank: int, sample: Sample) -> dict[str, Any]:
+        """A document of another rank's system figures (``system_per_rank``): ``rank`` and
+        ``host`` set, next in this run's ``seq``; this process's own figures stay apart."""
+        doc = self._tick_doc(t)
+        doc["rank"] = rank
+        if sample.get("host"):
+            doc["host"] = sample["host"]
+        if sample.get("system"):
+            doc["system"] = dict(sample["system"])
+        if sample.get("gpus"):
+            doc["gpus"] = [dict(g) for g in sample["gpus"]]
         return doc
 
     def _normalised(self, key: str) -> str:

@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+RankSource = Callable[[bool], "list[tuple[float, int, dict[str, Any]]]"]
+"""Other ranks' system samples, ``(time, rank, sample)``; called with True the last time."""
+
 Sink = Callable[[list[dict[str, Any]]], None]
 """Takes a batch of step documents to store; it must not change them (a batch it refuses
 is offered again, the same documents)."""
@@ -134,6 +137,7 @@ class StepLogger:
 
             self._sampler = SystemSampler(max(o.system_interval_s, 0), on_sample=self._on_sample)
         self._last_per_step_sample = -math.inf
+        self._sources: list[RankSource] = []
         self._thread = threading.Thread(target=self._loop, name="warehouse-steps", daemon=True)
         self._thread.start()
         if self._sampler is not None:
@@ -147,6 +151,12 @@ class StepLogger:
         self._put((self._time(), step, epoch, metrics))
 
     # ---- control ---------------------------------------------------------------------------
+    def add_source(self, source: RankSource) -> None:
+        """Record other ranks' system samples too: ``source(final)`` is called on the logger's
+        thread at every flush (``final`` at close) and returns ``(time, rank, sample)``s, each
+        recorded as a document with ``rank`` (:mod:`warehouse.live.rank_system`)."""
+        self._sources.append(source)
+
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Build and hand to the sink everything logged so far; True if the sink took it."""
         with self._done:
@@ -288,6 +298,11 @@ class StepLogger:
         b = self._builder
         columns = (ts, flat[1::4], flat[2::4], flat[3::4])
         docs = b.build_columns(columns, samples, more=more) if (n or samples) else []
+        for source in self._sources:
+            try:
+                docs.extend(starmap(b.rank_tick, source(final)))
+            except Exception:
+                log.warning("reading the other ranks' system samples failed", exc_info=True)
         if final:
             docs.extend(b.finish())
         self.stats["logged"] += n
@@ -382,4 +397,4 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-__all__ = ["BATCH_SIZE", "Sink", "StepLogger", "StepOptions"]
+__all__ = ["BATCH_SIZE", "RankSource", "Sink", "StepLogger", "StepOptions"]

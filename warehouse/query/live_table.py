@@ -8,6 +8,8 @@ machine (cpu, ram, gpu, vram)::
     disk_used_pct, gpu_util_pct, gpu_mem_used_bytes, gpu_mem_total_bytes, gpu_power_w,
     gpu_temperature_c, torch_allocated_bytes, torch_reserved_bytes
 
+A run recorded with ``WAREHOUSE_SYSTEM_PER_RANK`` also has documents of the other ranks'
+figures: a ``rank`` column (after ``seq``) says whose each row is (empty: rank 0's own).
 Only columns that hold a value somewhere appear (a CPU-only run has no ``gpu_*`` columns),
 and every row has every column (``None`` where a document has no value), so rows go straight
 into a CSV writer. A metric whose name clashes with a fixed column is prefixed ``metrics.``.
@@ -34,7 +36,7 @@ SYSTEM_COLUMNS = (
     "torch_allocated_bytes",
     "torch_reserved_bytes",
 )
-_FIXED = frozenset((*POSITION_COLUMNS, *FLAG_COLUMNS, *SYSTEM_COLUMNS))
+_FIXED = frozenset((*POSITION_COLUMNS, "rank", *FLAG_COLUMNS, *SYSTEM_COLUMNS))
 
 
 def _metric_column(name: str) -> str:
@@ -45,6 +47,7 @@ def _flat(doc: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {
         "timestamp": doc.get("@timestamp"),
         "seq": doc.get("seq"),
+        "rank": doc.get("rank"),
         "step": doc.get("step"),
         "epoch": doc.get("epoch"),
         "duration_s": doc.get("duration_s"),
@@ -65,12 +68,17 @@ def step_columns(docs: Iterable[dict[str, Any]]) -> list[str]:
     metrics: dict[str, None] = {}
     present: set[str] = set()
     for doc in docs:
+        if doc.get("rank") is not None:
+            present.add("rank")
         for name in doc.get("metrics") or {}:
             metrics.setdefault(_metric_column(name), None)
         present.update(k for k in (doc.get("flags") or {}) if k in FLAG_COLUMNS)
         present.update(k for k, v in (doc.get("system") or {}).items() if v is not None)
+    position = list(POSITION_COLUMNS)
+    if "rank" in present:
+        position.insert(position.index("seq") + 1, "rank")
     return [
-        *POSITION_COLUMNS,
+        *position,
         *metrics,
         *(c for c in FLAG_COLUMNS if c in present),
         *(c for c in SYSTEM_COLUMNS if c in present),

@@ -22,6 +22,7 @@ from typing_extensions import Unpack
 
 from warehouse.errors import InvalidRecord, WarehouseError
 from warehouse.models import PrimaryMetric, Run, config_hash, normalise_name, resolve_metric
+from warehouse.recording.ranks import NullRun, ProcessRank, process_rank
 from warehouse.recording.run import ActiveRun
 
 if TYPE_CHECKING:
@@ -47,7 +48,9 @@ class RunOptions(TypedDict, total=False):
     work tree (default: Hydra's original cwd, else the current folder); ``steps``: how
     ``log_step`` logs (:class:`~warehouse.live.steps.StepOptions`: total steps for the ETA,
     tokens per step for tokens/s and MFU, system sampling per step); ``hydra``: the overrides
-    and job information, when the Hydra callback opens the run.
+    and job information, when the Hydra callback opens the run; ``rank``: this process's
+    global rank and the world size, when the caller knows them (else they are read:
+    :mod:`warehouse.recording.ranks`).
     """
 
     run_id: str | None
@@ -58,6 +61,7 @@ class RunOptions(TypedDict, total=False):
     cwd: Path | None
     steps: StepOptions | None
     hydra: tuple[list[str], dict[str, Any]] | None
+    rank: tuple[int, int] | None
 
 
 def current_run() -> ActiveRun | None:
@@ -134,12 +138,16 @@ class Recorder:
         from warehouse.live.lifecycle import Lifecycle
 
         s = self.settings
+        rank = process_rank(options.get("rank"))
+        if not rank.records:  # one run per job: only global rank 0 records
+            return self._null_run(str(experiment or s.experiment or "default"), rank)
         redaction = s.redaction  # key, value and file patterns; secret environment values
         name = redaction.text(str(experiment or s.experiment or "default"))
         captured = capture_config(config, redaction)
         hydra = options.get("hydra")
         overrides, hydra_meta = hydra if hydra is not None else hydra_info(redaction)
         env = redact_config(capture_environment(), redaction)
+        env["world_size"] = rank.world_size
         primary = _primary_metric(
             options.get("primary_metric") or s.primary_metric,
             options.get("direction") or s.direction,
@@ -188,6 +196,21 @@ class Recorder:
             record.git.diff_uri = record.artifacts[-1].uri
         run.save()
         Lifecycle.current().join(run, heartbeat_s=s.heartbeat_s)
+        if s.system_per_rank and rank.world_size > 1:
+            from warehouse.live.rank_system import collect_ranks
+
+            collect_ranks(run.open_steps(), s.resolved_home, rank.world_size)
+        _CURRENT.set(run)
+        return run
+
+    def _null_run(self, experiment: str, rank: ProcessRank) -> NullRun:
+        """The run of a rank that does not record (with ``system_per_rank``: its reporter)."""
+        reporter = None
+        if self.settings.system_per_rank:
+            from warehouse.live.rank_system import RankReporter
+
+            reporter = RankReporter(self.settings.resolved_home, rank.rank, self.settings)
+        run = NullRun(self, experiment, rank, reporter)
         _CURRENT.set(run)
         return run
 
