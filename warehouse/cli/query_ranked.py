@@ -45,22 +45,11 @@ SAME = "≈"
 
 
 def _marked(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Rows with a ``≈`` column after the score when some row's gap to the next row is not
-    significant (``vs_next_p >= 0.05``), and the caption line that says what it means."""
-    if not any(isinstance(r.get("vs_next_p"), float) and r["vs_next_p"] >= 0.05 for r in rows):
-        return rows, []
-    marked = []
-    for row in rows:
-        p = row.get("vs_next_p")
-        mark = SAME if isinstance(p, float) and p >= 0.05 else ""
-        items = list(row.items())
-        at = next((i + 1 for i, (k, _) in enumerate(items) if k == "best_score"), len(items))
-        marked.append(dict([*items[:at], (SAME, mark), *items[at:]]))
-    note = (
-        f"{SAME}: not significantly better than the next row (paired test on the samples both "
-        "runs have, vs_next_p ≥ 0.05): the ranking may be luck"
-    )
-    return marked, [note]
+    """Rows with a ``≈`` column when some lead is not significant, and the caption lines
+    (:func:`warehouse.query.leaderboard_evidence.marked`)."""
+    from warehouse.query.leaderboard_evidence import marked
+
+    return marked(rows)
 
 
 def _ranked_view(

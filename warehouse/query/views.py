@@ -19,15 +19,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from warehouse.errors import (
-    ConfigurationError,
-    NotFound,
-    QuerySyntaxError,
-    UnknownField,
-    WarehouseError,
-)
+from warehouse.errors import ConfigurationError, NotFound, QuerySyntaxError
 from warehouse.filters.docpath import flatten, get_path
 from warehouse.models import Decomposition, Metric, decompose, resolve_metric
+from warehouse.query.bests import best_run as best_run
+from warehouse.query.bests import experiment_bests as experiment_bests
+from warehouse.query.bests import only_non_finite
 from warehouse.query.lookup import _SORT_ORDERS, _search
 from warehouse.query.lookup import and_filters as and_filters
 from warehouse.query.lookup import finite as finite
@@ -41,11 +38,8 @@ from warehouse.query.over_time import OVER_TIME_PERIOD_COLUMNS as OVER_TIME_PERI
 from warehouse.query.over_time import Interval as Interval
 from warehouse.query.over_time import over_time as over_time
 from warehouse.query.over_time import period_start as period_start
-from warehouse.query.status import lost_aware, with_shown_status
 from warehouse.stores.base import (
-    ExperimentBest,
     Order,
-    RankQuery,
     RunQuery,
     SampleQuery,
     StepRange,
@@ -94,7 +88,7 @@ def best(
             ),
         )
     except QuerySyntaxError as exc:
-        if _only_non_finite(store, m, exc):
+        if only_non_finite(store, m, exc):
             return []
         raise
     rows = []
@@ -117,36 +111,10 @@ LEADERBOARD_EVIDENCE_COLUMNS = (
     "vs_next_ci_low",
     "vs_next_ci_high",
     "vs_next_p",
+    "vs_next_mde",
+    "no_evidence",
 )
 """The columns of each view's rows, in order (a CSV header even when nothing matched)."""
-
-
-def experiment_bests(store: Store, m: Metric, filter: str | None) -> list[ExperimentBest]:
-    """Each experiment's best run by ``m``; none (not an error) while every value of ``m``
-    recorded so far was NaN/inf, so that no store has the field yet."""
-    try:
-        bests = store.best_per_experiment(RankQuery(m.path, m.direction, lost_aware(filter)))
-        with_shown_status([b.run for b in bests])
-        return bests
-    except QuerySyntaxError as exc:
-        if _only_non_finite(store, m, exc):
-            return []
-        raise
-
-
-def _only_non_finite(store: Store, m: Metric, exc: QuerySyntaxError) -> bool:
-    """Whether ``exc`` says ``m`` is an unknown field while runs list it as invalid."""
-    if not isinstance(exc, UnknownField) or exc.field != m.path:
-        return False
-    try:
-        return bool(
-            _search(
-                store,
-                RunQuery(filter=f"invalid_metrics:{quote(m.label)}", limit=1, fields=("run_id",)),
-            )
-        )
-    except WarehouseError:  # no run lists any invalid metric: the field is unknown too
-        return False
 
 
 def _best_row(rank: int, run: Mapping[str, Any], m: Metric, score: float | None) -> dict[str, Any]:
@@ -159,27 +127,6 @@ def _best_row(rank: int, run: Mapping[str, Any], m: Metric, score: float | None)
         "status": run.get("status"),
         "ended_at": run.get("ended_at"),
     }
-
-
-def best_run(
-    store: Store,
-    metric: str,
-    direction: str | None = None,
-    filter: str | None = None,
-    experiment: str | None = None,
-) -> dict[str, Any]:
-    """The document of the best run by ``metric`` (within ``filter``/``experiment``)."""
-    m = resolve_metric(metric, direction)
-    where = and_filters(filter, f"experiment:{quote(experiment)}" if experiment else None)
-    bests = experiment_bests(store, m, where)
-    if not bests:
-        scope = f" matching {where!r}" if where else ""
-        raise NotFound(
-            f"no run{scope} has a value of {m.label}; record one, or pick another metric "
-            "with --metric split.metric",
-            metric=m.label,
-        )
-    return dict(bests[0].run)
 
 
 def leaderboard(
@@ -214,7 +161,7 @@ def leaderboard(
     ]
     if not evidence:
         return rows
-    from warehouse.query.evidence import with_evidence
+    from warehouse.query.leaderboard_evidence import with_evidence
 
     return with_evidence(store, rows, [b.run for b in bests], m)
 
