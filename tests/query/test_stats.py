@@ -170,12 +170,23 @@ def test_the_exact_paired_p_value_and_interval_always_agree(
     b = np.where((a == 0) & (rng.random(n) < max(gain, 0) * 3), 1.0, b)
     got = stats.paired(a, b)
     assert got is not None
-    low, high = got.bounds()
+    low, high = got.low, got.high
     assert (got.p < 0.05) == (not low <= 0.0 <= high) or math.isclose(got.p, 0.05, rel_tol=1e-9)
     for delta in (low - 1e-9, high + 1e-9):
         assert got.p_at(delta) < 0.05 or math.isclose(got.p_at(delta), 0.05, rel_tol=1e-6)
     low99, high99 = got.bounds(0.99)
     assert low99 <= low and high <= high99
+
+
+def test_five_fixes_and_no_break_are_not_significant_and_the_interval_says_so() -> None:
+    """The case Hypothesis found against the old code: McNemar p = 0.0625, while the Wald
+    interval [+0.002, +0.031] excluded 0."""
+    a = np.array([0.0] * 5 + [1.0] * 292)
+    b = np.ones(297)
+    got = stats.paired(a, b)
+    assert got is not None
+    assert got.p == pytest.approx(0.0625)
+    assert got.low < 0 < got.high
 
 
 def test_a_continuous_paired_test_is_students_t_and_agrees_with_scipy() -> None:
