@@ -52,7 +52,8 @@ def test_a_corpus_metric_is_never_judged_on_its_per_sample_mean(
     code, out, _ = run_main(args, monkeypatch, capsys)
     if not declare:
         assert code == INCONCLUSIVE, out
-        assert "mean(bleu)" in out and "sum(matches)/sum(length)" in out
+        assert "mean(bleu)" in out
+        assert "sum(matches)/sum(length)" in out
     else:
         assert code == 0, out
         assert out.startswith("not significantly worse: sum(matches)/sum(length) +")
@@ -65,10 +66,12 @@ def test_a_corpus_metric_is_never_judged_on_its_per_sample_mean(
     top, second = json.loads(out)
     assert (top["experiment"], second["experiment"]) == ("alpha", "beta")
     if declare:
-        assert top["vs_next_diff"] < 0 and top["vs_next_p"] < 0.05  # next (beta) is worse
+        assert top["vs_next_diff"] < 0
+        assert top["vs_next_p"] < 0.05
         assert top["ci_low"] < top["best_score"] < top["ci_high"]
     else:
-        assert top["vs_next_p"] is None and top["ci_low"] is None
+        assert top["vs_next_p"] is None
+        assert top["ci_low"] is None
         assert "mean(bleu)" in top["no_evidence"]
 
 
@@ -91,7 +94,8 @@ def test_the_gate_without_shared_sample_ids_tests_unpaired(
     run = record_acc("run", [i % 5000 < 3999 for i in range(n)], [f"b{i}" for i in range(n)])
     code, out, _ = run_main(["check", run, "--against", ref], monkeypatch, capsys)
     assert code == 0, out
-    assert "none shared" in out and "agresti-caffo" in out
+    assert "none shared" in out
+    assert "agresti-caffo" in out
 
 
 def test_the_gate_without_samples_is_inconclusive_never_failed(
@@ -128,7 +132,8 @@ def test_two_seeds_of_one_setup_are_never_a_regression(
     second = record_acc("exp", [i % 10 < 8 for i in range(2000)], ids, seed=2)
     code, out, _ = run_main(["check", second, "--against", first], monkeypatch, capsys)
     assert code == 0, out
-    assert "seeds of one setup" in out and "the runs themselves: worse" in out
+    assert "seeds of one setup" in out
+    assert "the runs themselves: worse" in out
     code, out, _ = run_main(["check", second, "--against", first, "--no-seeds"],
                             monkeypatch, capsys)  # fmt: skip
     assert code == 1, out

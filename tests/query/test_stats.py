@@ -136,7 +136,8 @@ def test_a_planted_two_percent_gain_on_10k_samples_is_detected() -> None:
     assert got.significant
     assert got.low > 0
     mde = got.mde()
-    assert mde is not None and mde < 0.02
+    assert mde is not None
+    assert mde < 0.02
 
 
 def test_a_planted_tenth_of_a_percent_on_500_samples_is_not() -> None:
@@ -146,7 +147,8 @@ def test_a_planted_tenth_of_a_percent_on_500_samples_is_not() -> None:
     assert not got.significant
     assert got.low < 0 < got.high
     mde = got.mde()
-    assert mde is not None and mde > 0.002  # "≈" here means: too few samples to tell
+    assert mde is not None
+    assert mde > 0.002
 
 
 @given(
@@ -175,7 +177,8 @@ def test_the_exact_paired_p_value_and_interval_always_agree(
     for delta in (low - 1e-9, high + 1e-9):
         assert got.p_at(delta) < 0.05 or math.isclose(got.p_at(delta), 0.05, rel_tol=1e-6)
     low99, high99 = got.bounds(0.99)
-    assert low99 <= low and high <= high99
+    assert low99 <= low
+    assert high <= high99
 
 
 def test_five_fixes_and_no_break_are_not_significant_and_the_interval_says_so() -> None:
@@ -209,7 +212,8 @@ def test_two_proportions_without_shared_samples() -> None:
 
     got = stats.unpaired(np.array([1.0] * 80 + [0.0] * 20), np.array([1.0] * 70 + [0.0] * 30))
     assert got is not None
-    assert got.test == "agresti-caffo" and got.design == "unpaired"
+    assert got.test == "agresti-caffo"
+    assert got.design == "unpaired"
     assert got.diff == pytest.approx(-0.1)
     expected = confint_proportions_2indep(70, 100, 80, 100, method="agresti-caffo")
     assert got.bounds() == pytest.approx(expected, rel=1e-9)
@@ -237,7 +241,8 @@ def test_clustered_paired_difference_matches_statsmodels() -> None:
     b = np.where(rng.random(cluster.size) < 0.2, 1 - a, a)
     got = stats.paired(a, b, clusters=cluster)
     assert got is not None
-    assert got.test == "clustered-t" and got.clusters == 60
+    assert got.test == "clustered-t"
+    assert got.clusters == 60
     fit = sm.OLS(b - a, np.ones(cluster.size)).fit(cov_type="cluster", cov_kwds={"groups": cluster})
     assert got.se == pytest.approx(float(fit.bse[0]), rel=1e-9)
 
@@ -247,7 +252,8 @@ def test_the_ratio_interval_is_the_mean_interval_when_every_weight_is_one() -> N
     x = rng.gamma(2.0, 1.0, 300)
     ratio = stats.ratio_interval(x, np.ones_like(x))
     mean = stats.interval(x)
-    assert ratio is not None and mean is not None
+    assert ratio is not None
+    assert mean is not None
     assert (ratio.low, ratio.high) == pytest.approx((mean.low, mean.high), rel=1e-12)
 
 
@@ -258,10 +264,12 @@ def test_the_paired_bootstrap_is_reproducible_and_its_p_matches_its_interval() -
     mb = np.minimum(length, ma + rng.integers(0, 3, 500))
     one = stats.paired_bootstrap(ma, length, mb, length, "a", "b")
     again = stats.paired_bootstrap(ma, length, mb, length, "a", "b")
-    assert one is not None and again is not None
+    assert one is not None
+    assert again is not None
     assert (one.diff, one.bounds(), one.p) == (again.diff, again.bounds(), again.p)
     assert one.diff == pytest.approx(mb.sum() / length.sum() - ma.sum() / length.sum())
-    assert one.low > 0 and one.p < 0.05
+    assert one.low > 0
+    assert one.p < 0.05
     linear = stats.paired_ratio(ma, length, mb, length)
     assert linear is not None
     assert one.bounds() == pytest.approx(linear.bounds(), abs=0.2 * (linear.high - linear.low))

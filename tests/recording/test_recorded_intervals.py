@@ -105,9 +105,11 @@ def test_a_corpus_metric_gets_no_interval_of_its_per_sample_column_without_a_dec
         run.log_samples("val", rows)
         run.log_metrics("val", {"bleu": corpus})
     ci = cis_of(home, run.run_id)["bleu"]
-    assert "low" not in ci and "high" not in ci
+    assert "low" not in ci
+    assert "high" not in ci
     reason = str(ci["reason"])
-    assert f"{corpus:.6g}" in reason and "mean(bleu)" in reason
+    assert f"{corpus:.6g}" in reason
+    assert "mean(bleu)" in reason
     assert "sum(matches)/sum(length)" in reason  # what to declare
 
 
@@ -158,7 +160,8 @@ def test_a_score_of_the_full_set_with_samples_of_a_subset_gets_no_interval(home:
         run.log_metrics("val", {"acc": 0.91})
     ci = cis_of(home, run.run_id)["acc"]
     assert "low" not in ci
-    assert "0.91" in str(ci["reason"]) and "2,000" in str(ci["reason"])
+    assert "0.91" in str(ci["reason"])
+    assert "2,000" in str(ci["reason"])
 
 
 def test_a_rounded_score_still_gets_its_interval(home: Path) -> None:
@@ -198,7 +201,9 @@ def test_a_declared_cluster_widens_the_interval_to_the_clustered_one(home: Path)
         run.log_samples("val", rows, cluster="passage")
         run.log_metrics("val", {"acc": float(correct.mean())})
     ci = cis_of(home, run.run_id)["acc"]
-    assert ci["method"] == "clustered-t" and ci["clusters"] == 500 and ci["cluster"] == "passage"
+    assert ci["method"] == "clustered-t"
+    assert ci["clusters"] == 500
+    assert ci["cluster"] == "passage"
     fit = sm.OLS(correct.astype(float), np.ones(passage.size)).fit(
         cov_type="cluster", cov_kwds={"groups": passage}
     )
