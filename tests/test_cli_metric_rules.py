@@ -14,6 +14,12 @@ from tests.helpers import run_main
 from warehouse.query.gate import INCONCLUSIVE
 
 
+@pytest.fixture(autouse=True)
+def outside_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs recorded outside any git tree: the setups do not depend on this checkout's state."""
+    monkeypatch.chdir(tmp_path)
+
+
 def translations(n: int, skill: float, seed: int) -> list[dict[str, float]]:
     """Sentences of varied length. ``skill`` raises the matches of long sentences (which
     dominate the corpus ratio) and lowers those of short ones (which dominate the mean of the

@@ -384,13 +384,22 @@ def selection_size(
 
 
 def setup_of(run: dict[str, Any]) -> tuple[str, str, str | None] | None:
-    """A run's setup: experiment, config without seeds, commit (None without a config hash,
-    or with uncommitted changes: then the code is not known)."""
+    """A run's setup: experiment, config without seeds, and code (the commit, plus the
+    uncommitted diff's hash when the tree was dirty). None without a config hash, or for a
+    dirty tree whose diff was not kept: then the code is not known."""
     config = run.get("config_hash_noseed")
     git = run.get("git") or {}
-    if not config or git.get("dirty"):
+    if not config:
         return None
-    return str(run.get("experiment")), str(config), git.get("commit")
+    code = git.get("commit")
+    if git.get("dirty"):
+        diff = next(
+            (a.get("sha256") for a in run.get("artifacts") or [] if a.get("kind") == "git"), None
+        )
+        if not diff:
+            return None
+        code = f"{code}+{diff[:12]}"
+    return str(run.get("experiment")), str(config), code
 
 
 def seed_scores(
@@ -411,7 +420,15 @@ def seed_scores(
         f"config_hash_noseed:{quote(config)}",
         "_exists_:ended_at",
     )
-    fields = ("run_id", "experiment", "config", "config_hash_noseed", "git", metric.path)
+    fields = (
+        "run_id",
+        "experiment",
+        "config",
+        "config_hash_noseed",
+        "git",
+        "artifacts",
+        metric.path,
+    )
     by_seed: dict[str, list[float]] = {}
     for doc in runs(store, scope, limit=None, fields=fields):
         value = finite(get_path(doc, metric.path))
