@@ -217,3 +217,42 @@ def test_the_leaderboard_prints_the_smallest_detectable_gap_beside_its_mark(
     top = json.loads(out)[0]
     assert top["vs_next_mde"] > abs(top["vs_next_diff"])
     assert f"±{top['vs_next_mde']:.2g}" in alpha
+
+
+README = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_readmes_declaration_example_runs_and_records_the_ratios_interval(
+    home: Path,
+) -> None:
+    block = next(b for b in README.split("```python")[1:] if "metric_columns=" in b)
+    namespace: dict[str, object] = {}
+    exec(compile(block.split("```", 1)[0], "README.md", "exec"), namespace)
+    run = namespace["run"]
+    ci = run.record.metrics_ci["val"]["bleu"]  # type: ignore[attr-defined]
+    assert ci["aggregate"] == "sum(matches)/sum(length)"
+    assert ci["method"] == "clustered-t"
+    assert ci["clusters"] == 2
+
+
+def test_the_sign_of_vs_next_diff_is_the_one_the_readme_states(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32, item 7: ``vs_next_diff`` is the next row's score minus this row's, for a
+    higher-is-better metric and for a loss alike."""
+    assert "`vs_next_diff` is **the next row's score minus this row's**" in README
+    ids = [str(i) for i in range(300)]
+    for name, right in (("good", 290), ("bad", 240)):
+        with warehouse.start_run(name) as run:
+            rows = [{"sample_id": i, "correct": int(i) < right, "err": float(int(i) >= right)}
+                    for i in ids]  # fmt: skip
+            run.log_samples("val", rows)
+            run.log_metrics("val", {"acc": right / 300, "err": 1 - right / 300})
+    for metric, sign in (("val.acc", -1), ("val.err", 1)):
+        code, out, err = run_main(["query", "leaderboard", "-m", metric, "-f", "json"],
+                                  monkeypatch, capsys)  # fmt: skip
+        assert code == 0, err
+        top, second = json.loads(out)
+        assert top["experiment"] == "good"
+        assert top["vs_next_diff"] == pytest.approx(second["best_score"] - top["best_score"])
+        assert sign * top["vs_next_diff"] > 0

@@ -180,12 +180,42 @@ def _run_check(
         raise ConfigurationError(
             f"run {mine.run_id} has no sample column {name!r} to slice by in split {where!r}"
         )
-    family = _family(ref, mine, chosen, name, bins, min_n, sign, where)
+    return judge(
+        ref,
+        mine,
+        chosen,
+        sign=sign,
+        margin=margin,
+        alpha=alpha,
+        slice_by=name,
+        bins=bins,
+        min_n=min_n,
+        split=where,
+        scores=_scores(run, reference, metric),
+    )
+
+
+def judge(
+    ref: evidence.Samples,
+    mine: evidence.Samples,
+    chosen: Aggregate,
+    *,
+    sign: float,
+    margin: float = 0.0,
+    alpha: float = stats.SIGNIFICANT,
+    slice_by: str | None = None,
+    bins: int | None = None,
+    min_n: int = 30,
+    split: str = "val",
+    scores: str = "",
+) -> Check:
+    """The run question on samples already read: the overall test and each slice's, as one
+    Holm family at level ``alpha`` (what :func:`check` answers, without a store)."""
+    family = _family(ref, mine, chosen, slice_by, bins, min_n, sign, split)
     if family is None:
         return Check(
             INCONCLUSIVE,
-            "inconclusive: too few samples with values to test "
-            f"({_scores(run, reference, metric)})",
+            f"inconclusive: too few samples with values to test ({scores})",
             None,
             question="none",
         )
@@ -213,7 +243,7 @@ def _run_check(
             broken,
         )
     sliced = (
-        f"; no slice of >= {min_n} samples is worse (Holm over {len(ps)} tests)" if name else ""
+        f"; no slice of >= {min_n} samples is worse (Holm over {len(ps)} tests)" if slice_by else ""
     )
     return Check(0, f"not significantly worse: {detail}{sliced}", overall, broken)
 
@@ -488,6 +518,7 @@ __all__ = [
     "Check",
     "SliceCheck",
     "check",
+    "judge",
     "p_worse",
     "parse_by",
     "seed_scores",

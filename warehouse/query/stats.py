@@ -247,13 +247,13 @@ def paired_bootstrap(
         return None
     rng = np.random.default_rng(seed_of(*key))
     draws = np.empty(resamples)
-    chunk = max(1, min(resamples, 4_000_000 // units))  # bounded memory: chunk x units
+    chunk = max(1, min(resamples, 2_000_000 // units))  # bounded memory: chunk x units
     for start in range(0, resamples, chunk):
         size = min(chunk, resamples - start)
-        counts = rng.multinomial(units, np.full(units, 1 / units), size=size).astype(np.float64)
+        picks = rng.integers(0, units, size=(size, units))
         with np.errstate(divide="ignore", invalid="ignore"):
-            ra = (counts @ num_a) / (counts @ den_a)
-            rb = (counts @ num_b) / (counts @ den_b)
+            ra = num_a[picks].sum(axis=1) / den_a[picks].sum(axis=1)
+            rb = num_b[picks].sum(axis=1) / den_b[picks].sum(axis=1)
         draws[start : start + size] = rb - ra
     draws = np.sort(draws[np.isfinite(draws)])
     if draws.size < resamples // 2:

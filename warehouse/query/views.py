@@ -140,10 +140,11 @@ def leaderboard(
 ) -> list[dict[str, Any]]:
     """Experiments, best first: rank, experiment, best_score, best_run_id, run_count, ended_at.
 
-    With ``evidence``: also each best score's interval (``ci_low``, ``ci_high``, ``n``) and a
-    paired comparison with the next row's best run over their shared samples
-    (``vs_next_diff``, ``vs_next_ci_low``, ``vs_next_ci_high``, ``vs_next_p``):
-    :mod:`warehouse.query.evidence`."""
+    With ``evidence``: also each best score's interval (``ci_low``, ``ci_high``, ``n``,
+    widened for being the best of ``run_count`` runs) and a comparison with the next row's
+    best run (``vs_next_diff`` = the next row's score minus this row's, its interval
+    ``vs_next_ci_low``/``vs_next_ci_high``, ``vs_next_p``, ``vs_next_mde``), or why there is
+    none (``no_evidence``): :mod:`warehouse.query.leaderboard_evidence`."""
     m = resolve_metric(metric, direction)
     bests = experiment_bests(store, m, filter)
     if limit:
