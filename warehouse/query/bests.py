@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from warehouse.errors import NotFound, QuerySyntaxError, WarehouseError
+from warehouse.errors import NotFound, QuerySyntaxError, UnknownField, WarehouseError
 from warehouse.models import Metric, resolve_metric
 from warehouse.query.lookup import _search, and_filters, quote
 from warehouse.query.status import lost_aware, with_shown_status
@@ -31,7 +31,7 @@ def experiment_bests(store: Store, m: Metric, filter: str | None) -> list[Experi
 
 def only_non_finite(store: Store, m: Metric, exc: QuerySyntaxError) -> bool:
     """Whether ``exc`` says ``m`` is an unknown field while runs list it as invalid."""
-    if getattr(exc, "field", None) != m.path:
+    if not isinstance(exc, UnknownField) or exc.field != m.path:
         return False
     try:
         return bool(
