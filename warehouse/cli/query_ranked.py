@@ -46,10 +46,10 @@ SAME = "≈"
 
 def _marked(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """Rows with a ``≈`` column when some lead is not significant, and the caption lines
-    (:func:`warehouse.query.leaderboard_evidence.marked`)."""
-    from warehouse.query.leaderboard_evidence import marked
+    (:func:`warehouse.query.api.leaderboard_marks`)."""
+    from warehouse.query import api
 
-    return marked(rows)
+    return api.leaderboard_marks(rows)
 
 
 def _ranked_view(

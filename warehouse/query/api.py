@@ -134,6 +134,15 @@ def leaderboard(
         return ranked(found, s, metric, direction, filter, columns, ask)
 
 
+def leaderboard_marks(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Leaderboard rows for people: a ``≈ ±d`` column where a lead is not significant, and
+    the caption lines that say what the marks and intervals mean
+    (:func:`warehouse.query.leaderboard_evidence.marked`)."""
+    from warehouse.query.leaderboard_evidence import marked
+
+    return marked(rows)
+
+
 def over_time(
     metric: str | None = None,
     *,
@@ -544,6 +553,7 @@ __all__ = [
     "diff",
     "hardest",
     "leaderboard",
+    "leaderboard_marks",
     "metric_in_force",
     "metric_names",
     "open_store",
