@@ -21,13 +21,16 @@ Which questions these answer, and what they assume:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from warehouse.errors import ConfigurationError
-from warehouse.models import Metric
-from warehouse.query import evidence, stats
-from warehouse.query.aggregates import Aggregate
-from warehouse.stores.base import Store
+
+if TYPE_CHECKING:  # numpy and pyarrow load with the evidence, not with the column names
+    from warehouse.models import Metric
+    from warehouse.query import stats
+    from warehouse.query.aggregates import Aggregate
+    from warehouse.query.evidence import Samples
+    from warehouse.stores.base import Store
 
 LEADERBOARD_EVIDENCE = (
     "ci_low",
@@ -42,13 +45,14 @@ LEADERBOARD_EVIDENCE = (
 )
 SAME = "≈"
 """Marks a leaderboard row whose lead over the next row is not significant."""
+SIGNIFICANT = 0.05  # warehouse.query.stats.SIGNIFICANT, without loading numpy for the marks
 
 
 class _Loaded:
     """One run's samples and the aggregate they were chosen for (or why there is none)."""
 
     def __init__(
-        self, samples: evidence.Samples | None, aggregate: Aggregate | None, refused: str | None
+        self, samples: Samples | None, aggregate: Aggregate | None, refused: str | None
     ) -> None:
         self.samples = samples
         self.aggregate = aggregate
@@ -61,6 +65,8 @@ def with_evidence(
     """Leaderboard rows with each best run's interval and a comparison with the next row's
     best run. Each run's samples are read once and dropped after its second comparison, so
     at most two runs' samples are held."""
+    from warehouse.query import stats
+
     cache: dict[str, _Loaded] = {}
     out = []
     for i, (row, run) in enumerate(zip(rows, runs, strict=True)):
@@ -90,6 +96,8 @@ def with_evidence(
 
 
 def _load(store: Store, run: dict[str, Any], metric: Metric, cache: dict[str, _Loaded]) -> _Loaded:
+    from warehouse.query import evidence
+
     run_id = str(run["run_id"])
     if run_id in cache:
         return cache[run_id]
@@ -123,6 +131,8 @@ def _compare(
     cache: dict[str, _Loaded],
 ) -> stats.Comparison | None:
     """The next run (``other``) against this one: next minus this."""
+    from warehouse.query import evidence
+
     this, that = _load(store, run, metric, cache), _load(store, other, metric, cache)
     if this.refused or that.refused or this.samples is None or that.samples is None:
         return None
@@ -142,7 +152,7 @@ def mark(row: dict[str, Any]) -> str:
     """``≈ ±0.013`` for a row whose lead is not significant (the smallest gap its samples
     detect with 80 % power), else empty."""
     p = row.get("vs_next_p")
-    if not isinstance(p, float) or p < stats.SIGNIFICANT:
+    if not isinstance(p, float) or p < SIGNIFICANT:
         return ""
     mde = row.get("vs_next_mde")
     return f"{SAME} ±{mde:.2g}" if isinstance(mde, float) else SAME

@@ -25,6 +25,7 @@ from warehouse.models import Decomposition, Metric, decompose, resolve_metric
 from warehouse.query.bests import best_run as best_run
 from warehouse.query.bests import experiment_bests as experiment_bests
 from warehouse.query.bests import only_non_finite
+from warehouse.query.leaderboard_evidence import LEADERBOARD_EVIDENCE
 from warehouse.query.lookup import _SORT_ORDERS, _search
 from warehouse.query.lookup import and_filters as and_filters
 from warehouse.query.lookup import finite as finite
@@ -102,18 +103,7 @@ def best(
 BEST_COLUMNS = ("rank", "experiment", "run_id", "metric", "score", "status", "ended_at")
 BEST_PER_EXPERIMENT_COLUMNS = (*BEST_COLUMNS, "run_count")
 LEADERBOARD_COLUMNS = ("rank", "experiment", "best_score", "best_run_id", "run_count", "ended_at")
-LEADERBOARD_EVIDENCE_COLUMNS = (
-    *LEADERBOARD_COLUMNS,
-    "ci_low",
-    "ci_high",
-    "n",
-    "vs_next_diff",
-    "vs_next_ci_low",
-    "vs_next_ci_high",
-    "vs_next_p",
-    "vs_next_mde",
-    "no_evidence",
-)
+LEADERBOARD_EVIDENCE_COLUMNS = (*LEADERBOARD_COLUMNS, *LEADERBOARD_EVIDENCE)
 """The columns of each view's rows, in order (a CSV header even when nothing matched)."""
 
 
