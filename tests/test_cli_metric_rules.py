@@ -256,3 +256,21 @@ def test_the_sign_of_vs_next_diff_is_the_one_the_readme_states(
         assert top["experiment"] == "good"
         assert top["vs_next_diff"] == pytest.approx(second["best_score"] - top["best_score"])
         assert sign * top["vs_next_diff"] > 0
+
+
+def test_clustered_samples_get_no_slice_interval_that_assumes_independence(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [
+        {"sample_id": i, "passage": i // 10, "label": "ab"[i % 2], "correct": i % 3 != 0}
+        for i in range(300)
+    ]
+    with warehouse.start_run("qa") as run:
+        run.log_samples("val", rows, cluster="passage")
+        run.log_metrics("val", {"acc": sum(r["correct"] for r in rows) / 300})
+    code, out, err = run_main(["query", "slices", "--by", "label", "-f", "json"],
+                              monkeypatch, capsys)  # fmt: skip
+    assert code == 0, err
+    found = json.loads(out)
+    assert [r["n"] for r in found] == [150, 150]
+    assert all(r["ci_low"] is None and r["ci_high"] is None for r in found)

@@ -6,7 +6,8 @@ Elasticsearch, an Arrow group-by locally), so a slice of a million samples costs
 - :func:`slices`: for each chosen run (by default each experiment's best run), the mean of a
   per-sample column in each slice (a value of a metadata column such as ``label``, or an
   equal-width bin of a numeric one: ``size:bins=5``), with its 95 % interval (exact binomial
-  for 0/1 columns; other columns get the mean and ``n`` only, as no store sums squares) and the
+  for 0/1 columns; other columns, and samples the run declared clustered, get the mean and
+  ``n`` only, as no store sums squares or clusters) and the
   gap to the run's score over *all* its samples, labelled or not (a corpus metric's slices
   are its ratio in the slice); the worst slices first.
 - :func:`hardest`: across runs, the samples most runs got wrong (a 0/1 column), with how many
@@ -23,7 +24,12 @@ from warehouse.errors import ConfigurationError
 from warehouse.models import Metric
 from warehouse.query import stats
 from warehouse.query.aggregates import Aggregate
-from warehouse.query.evidence import candidate_aggregates, candidate_columns, resolve_run
+from warehouse.query.evidence import (
+    candidate_aggregates,
+    candidate_columns,
+    cluster_of,
+    resolve_run,
+)
 from warehouse.query.gate import parse_by as parse_by
 from warehouse.stores.base import Group, GroupQuery, Store
 
@@ -73,6 +79,7 @@ def slices(
         if g.run_id is not None and g.mean is not None
     }
     experiment = {str(r["run_id"]): r.get("experiment") for r in chosen}
+    clustered = cluster_of(chosen, where, metric, None) is not None
     top = max((g.key[1] for g in groups if isinstance(g.key, tuple)), default=None)
     rows = []
     for g in groups:
@@ -80,7 +87,8 @@ def slices(
             continue
         mean = g.mean
         ci = None
-        if aggregate.kind == "mean" and _binary(g):
+        # a slice's exact interval assumes independent samples: none where they are clustered
+        if aggregate.kind == "mean" and _binary(g) and not clustered:
             found = stats.binomial_interval(int(g.total), g.n)
             ci = (
                 None
