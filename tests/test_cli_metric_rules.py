@@ -241,6 +241,8 @@ def test_the_sign_of_vs_next_diff_is_the_one_the_readme_states(
     """Issue 32, item 7: ``vs_next_diff`` is the next row's score minus this row's, for a
     higher-is-better metric and for a loss alike."""
     assert "`vs_next_diff` is **the next row's score minus this row's**" in README
+    code, out, _ = run_main(["query", "leaderboard", "--help"], monkeypatch, capsys)
+    assert "vs_next_diff: the next row's score minus this row's" in " ".join(out.split())
     ids = [str(i) for i in range(300)]
     for name, right in (("good", 290), ("bad", 240)):
         with warehouse.start_run(name) as run:

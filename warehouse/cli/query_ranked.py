@@ -137,7 +137,9 @@ def leaderboard(
     metric: MetricOpt = None,
     direction: DirectionOpt = None,
 ) -> None:
-    """Experiments ranked: each one's best score, its run and its number of runs.
+    """Experiments ranked: each one's best score, its run and its number of runs, with
+    each best run's interval and its comparison with the next row (vs_next_diff: the next
+    row's score minus this row's; vs_next_mde: the smallest gap the test detects).
 
     Example: warehouse query leaderboard --metric val.acc -q 'ended_at:>=2024-05-01'
     """
