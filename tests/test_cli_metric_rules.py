@@ -276,3 +276,23 @@ def test_clustered_samples_get_no_slice_interval_that_assumes_independence(
     found = json.loads(out)
     assert [r["n"] for r in found] == [150, 150]
     assert all(r["ci_low"] is None and r["ci_high"] is None for r in found)
+
+
+def test_a_best_of_k_row_carries_an_interval_widened_for_the_pick(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 27, item 9: a row is the best of its experiment's runs; its recorded interval
+    stays as Kibana draws it, and best_of_low/high widen it to level 1 - 0.05/K."""
+    from warehouse.query.distributions import clopper_pearson
+
+    ids = [str(i) for i in range(400)]
+    for right in (300, 320, 310, 305):
+        record_acc("exp", [int(i) < right for i in ids], ids, seed=right)
+    code, out, err = run_main(["query", "leaderboard", "-f", "json"], monkeypatch, capsys)
+    assert code == 0, err
+    (row,) = json.loads(out)
+    assert row["run_count"] == 4
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(clopper_pearson(320, 400))
+    widened = clopper_pearson(320, 400, level=1 - 0.05 / 4)
+    assert (row["best_of_low"], row["best_of_high"]) == pytest.approx(widened)
+    assert row["best_of_low"] < row["ci_low"]

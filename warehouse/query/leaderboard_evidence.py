@@ -3,10 +3,13 @@ is real, with the smallest lead the samples could have shown.
 
 Which questions these answer, and what they assume:
 
-- ``ci_low``/``ci_high``: where the best run's true score lies (its expected score on samples
-  like these). A row is the best of ``run_count`` runs, picked on these very samples, so its
-  score is optimistic; the interval is widened for that (Bonferroni: level 1 - 0.05/K), and
-  covers the selected run's true score at least 95 % of the time however the K runs compare.
+- ``ci_low``/``ci_high``: the best run's recorded 95 % interval (what Kibana and the report
+  draw): where its true score lies (its expected score on samples like these), had it been
+  chosen in advance.
+- ``best_of_low``/``best_of_high``: a row is the best of ``run_count`` runs, picked on these
+  very samples, so its score is optimistic; this interval is widened for that (Bonferroni:
+  level 1 - 0.05/K) and covers the picked run's true score at least 95 % of the time however
+  the K runs compare.
 - ``vs_next_*``: this row's best run against the next row's, on the samples both have
   (paired; unpaired when they share less than half): ``vs_next_diff`` is the **next row's
   score minus this row's**, so it is <= 0 for a higher-is-better metric when this row leads.
@@ -36,6 +39,8 @@ LEADERBOARD_EVIDENCE = (
     "ci_low",
     "ci_high",
     "n",
+    "best_of_low",
+    "best_of_high",
     "vs_next_diff",
     "vs_next_ci_low",
     "vs_next_ci_high",
@@ -73,13 +78,18 @@ def with_evidence(
         here = _load(store, run, metric, cache)
         extra: dict[str, Any] = dict.fromkeys(LEADERBOARD_EVIDENCE)
         extra["no_evidence"] = here.refused
+        recorded = (run.get("metrics_ci") or {}).get(metric.split, {}).get(metric.name) or {}
+        if recorded.get("low") is not None and (here.samples is None or not here.refused):
+            # the interval the run recorded (what Kibana and the report draw), unless its
+            # samples show that it does not describe the score (recorded by an older version)
+            extra.update(ci_low=recorded["low"], ci_high=recorded["high"], n=recorded.get("n"))
         if here.samples is not None and here.aggregate is not None and not here.refused:
             picked = max(1, int(row.get("run_count") or 1))
             ci = here.aggregate.interval(
                 here.samples.values, here.samples.clusters, level=1 - stats.SIGNIFICANT / picked
             )
             if ci is not None:
-                extra.update(ci_low=ci.low, ci_high=ci.high, n=ci.n)
+                extra.update(best_of_low=ci.low, best_of_high=ci.high, n=ci.n)
         if i + 1 < len(runs):
             compared = _compare(store, run, runs[i + 1], metric, cache)
             cache.pop(str(run["run_id"]), None)  # done with: at most two runs held
@@ -162,10 +172,11 @@ def marked(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]
     """Rows with a ``≈`` column after the score when some lead is not significant, and the
     caption lines that say what the marks and the intervals mean."""
     notes = []
-    if any(int(r.get("run_count") or 1) > 1 and r.get("ci_low") is not None for r in rows):
+    if any(int(r.get("run_count") or 1) > 1 and r.get("best_of_low") is not None for r in rows):
         notes.append(
             "each row is its experiment's best of run_count runs, picked on these samples: "
-            "its interval is widened for that; compare setups across seeds with --by-group"
+            "its score is optimistic (best_of_low/high widen its interval for the pick); "
+            "compare setups across seeds with --by-group, or evaluate the runs on new samples"
         )
     if not any(mark(r) for r in rows):
         return rows, notes
