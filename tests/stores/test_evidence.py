@@ -238,3 +238,43 @@ def test_the_leaderboard_reads_each_best_run_once_and_holds_two_at_most(
     assert sorted(reads) == sorted(f"run-{n}" for n in range(6))  # each once
     assert len(held) == 5
     assert max(held) <= 2
+
+
+def test_the_gate_counts_the_runs_a_best_reference_was_picked_from(
+    store: Store, planted: tuple[dict[str, bool], dict[str, bool]]
+) -> None:
+    """``best`` is the best of the scored runs in scope (the judged one left out); a named run
+    was picked from nothing."""
+    record(store, "run-c", "baseline", {"s0000": True}, 3)
+    assert gate.selection_size(store, "best", METRIC, exclude="run-a") == 2
+    assert gate.selection_size(store, "best:baseline", METRIC, exclude="run-a") == 1
+    assert gate.selection_size(store, "best:baseline", METRIC) == 2
+    assert gate.selection_size(store, "run-b", METRIC, exclude="run-a") == 1
+
+
+def test_a_setups_seeds_are_its_runs_of_one_config_and_commit(store: Store) -> None:
+    """Seeds of one setup: same experiment, config without seeds and commit; a seed run twice
+    counts once (the mean of its runs)."""
+    from warehouse.models import config_hash
+
+    def seeded(run_id: str, seed: int, acc: float, commit: str) -> dict[str, object]:
+        config = {"lr": 0.1, "seed": seed}
+        doc = Run(
+            run_id=run_id,
+            experiment="exp",
+            status=RunStatus.COMPLETED,
+            ended_at=T0,
+            config=config,
+            config_hash_noseed=config_hash(config, ("seed",)),
+            metrics={"val": {"acc": acc}},
+        ).to_doc()
+        doc["git"]["commit"] = commit
+        store.write_runs([doc])
+        return doc
+
+    first = seeded("s1", 1, 0.80, "abc")
+    seeded("s1-again", 1, 0.82, "abc")
+    seeded("s2", 2, 0.90, "abc")
+    seeded("other-code", 3, 0.10, "def")
+    scores = gate.seed_scores(store, first, METRIC, ("seed",))
+    assert sorted(scores.values()) == pytest.approx([0.81, 0.90])
