@@ -50,7 +50,9 @@ def main() -> None:
 
     import warehouse
     from warehouse.models import resolve_metric
-    from warehouse.query import evidence, stats
+    from warehouse.query import evidence, gate
+    from warehouse.query.distributions import clopper_pearson
+    from warehouse.query.summary import SplitSummary
     from warehouse.stores.local import LocalStore
 
     load_before = os.getloadavg()
@@ -85,16 +87,13 @@ def main() -> None:
         ci = recorded["run"].record.metrics_ci["val"]
 
         def intervals_only() -> None:
-            summaries: dict[str, stats.Summary] = {}
+            summary = SplitSummary()
             for batch in batches:
-                for name in ("correct", "loss"):
-                    values = batch.column(name).cast(pa.float64()).to_numpy(zero_copy_only=False)
-                    summaries.setdefault(name, stats.Summary()).add(values)
-            summaries["correct"].interval("r", "val", "acc")
-            summaries["loss"].interval("r", "val", "loss")
+                summary.add(batch)
+            summary.metrics_ci({"acc": float(correct.mean()), "loss": float(loss.mean())})
 
         t_ci = median_time(intervals_only, args.rounds)
-        low, high = stats.clopper_pearson(int(correct.sum()), n)
+        low, high = clopper_pearson(int(correct.sum()), n)
         assert abs(ci["acc"]["low"] - low) < 1e-12
         assert abs(ci["acc"]["high"] - high) < 1e-12
 
@@ -120,7 +119,7 @@ def main() -> None:
         found = evidence.diff(store, a, b, metric=metric)  # warm the caches once
         assert len(found.rows) == len(flip)
         t_diff = median_time(lambda: evidence.diff(store, a, b, metric=metric), 5)
-        t_check = median_time(lambda: evidence.check(store, b, a, metric=metric), 5)
+        t_check = median_time(lambda: gate.check(store, b, a, metric=metric), 5)
         store.close()
 
     load_after = os.getloadavg()

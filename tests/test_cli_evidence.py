@@ -166,7 +166,9 @@ def test_the_leaderboard_marks_a_lead_that_is_not_significant(
         if len(words) > 2 and words[1] in ("alpha", "beta", "gamma"):
             marks[words[1]] = "≈" in words
     assert marks == {"alpha": True, "beta": False, "gamma": False}
-    assert any(line.startswith("≈: not significantly better than the next row") for line in lines)
+    assert any(
+        line.startswith("≈ ±d: not significantly better than the next row") for line in lines
+    )
     code, out, _ = run_main(["query", "leaderboard", "-f", "json"], monkeypatch, capsys)
     assert "≈" not in out  # the marker is for people; scripts read vs_next_p
     rows = json.loads(out)

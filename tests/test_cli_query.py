@@ -120,12 +120,25 @@ def test_every_view_prints_a_table_for_people(world: Path, view: str) -> None:
 
 
 NO_EVIDENCE = dict.fromkeys(
-    ("ci_low", "ci_high", "n", "vs_next_diff", "vs_next_ci_low", "vs_next_ci_high", "vs_next_p")
-)  # these runs have no per-sample results: no interval, no paired comparison
+    (
+        "ci_low",
+        "ci_high",
+        "n",
+        "best_of_low",
+        "best_of_high",
+        "vs_next_diff",
+        "vs_next_ci_low",
+        "vs_next_ci_high",
+        "vs_next_p",
+        "vs_next_mde",
+    )
+)  # no per-sample values of the metric: no interval, no comparison (no_evidence says why)
 
 
 def test_leaderboard_json_has_the_hand_checked_rows(world: Path) -> None:
     rows = json.loads(query("leaderboard", "--format", "json").stdout)
+    reasons = [row.pop("no_evidence") for row in rows]
+    assert all(reason.startswith("no ") for reason in reasons)
     assert rows == [
         {
             "rank": 1,
@@ -172,7 +185,8 @@ def test_leaderboard_csv_columns_in_a_stable_order(world: Path) -> None:
     header = query("leaderboard", "--format", "csv").stdout.splitlines()[0]
     assert header == (
         "rank,experiment,best_score,best_run_id,run_count,ended_at,"
-        "ci_low,ci_high,n,vs_next_diff,vs_next_ci_low,vs_next_ci_high,vs_next_p"
+        "ci_low,ci_high,n,best_of_low,best_of_high,vs_next_diff,vs_next_ci_low,"
+        "vs_next_ci_high,vs_next_p,vs_next_mde,no_evidence"
     )
 
 

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from warehouse.models import Run, RunStatus, resolve_metric
-from warehouse.query import evidence, stats
+from warehouse.query import evidence, gate, leaderboard_evidence
+from warehouse.query.distributions import mcnemar
 from warehouse.stores.base import Store
 
 METRIC = resolve_metric("val.acc")
@@ -83,7 +84,7 @@ def test_diff_lists_exactly_the_flipped_samples(
     assert c is not None
     assert (c.fixed, c.broke, c.n) == (30, 5, 1000)
     assert c.diff == pytest.approx(25 / 1000)
-    assert c.p == pytest.approx(stats.mcnemar(30, 5))
+    assert c.p == pytest.approx(mcnemar(30, 5))
     assert c.significant
     assert "fixed 30 · broke 5 · same 965" in got.summary()
 
@@ -110,13 +111,13 @@ def test_the_gate_fails_a_worse_run_and_passes_a_better_one(
 ) -> None:
     a = evidence.resolve_run(store, "run-a", METRIC)
     b = evidence.resolve_run(store, "run-b", METRIC)
-    worse = evidence.check(store, a, b, metric=METRIC)
+    worse = gate.check(store, a, b, metric=METRIC)
     assert worse.code == 1
     assert worse.line.startswith("worse: correct -0.025")
     assert len(worse.broken) == 30  # the samples b got right and a does not
-    better = evidence.check(store, b, a, metric=METRIC)
+    better = gate.check(store, b, a, metric=METRIC)
     assert better.code == 0
-    lenient = evidence.check(store, a, b, metric=METRIC, margin=0.05)
+    lenient = gate.check(store, a, b, metric=METRIC, margin=0.05)
     assert lenient.code == 0  # worse, but not by more than 5 points
 
 
@@ -129,9 +130,9 @@ def test_the_leaderboard_carries_intervals_and_a_paired_gap(
     assert [r["experiment"] for r in rows] == ["candidate", "baseline"]
     top, second = rows
     assert top["vs_next_diff"] == pytest.approx(-25 / 1000)  # the next one is 2.5 points worse
-    assert top["vs_next_p"] == pytest.approx(stats.mcnemar(30, 5))
+    assert top["vs_next_p"] == pytest.approx(mcnemar(30, 5))
     assert second["vs_next_diff"] is None  # nothing after the last row
-    assert set(evidence.LEADERBOARD_EVIDENCE) <= set(top)
+    assert set(leaderboard_evidence.LEADERBOARD_EVIDENCE) <= set(top)
 
 
 def _with_labels(
@@ -181,27 +182,27 @@ def test_the_gate_fails_on_a_slice_the_overall_score_hides(store: Store) -> None
     run = evidence.resolve_run(store, "cand", METRIC)
     reference = evidence.resolve_run(store, "ref", METRIC)
 
-    overall = evidence.check(store, run, reference, metric=METRIC)
+    overall = gate.check(store, run, reference, metric=METRIC)
     assert overall.code == 0
     assert overall.comparison is not None
     assert overall.comparison.p == pytest.approx(1.0)
 
-    gated = evidence.check(store, run, reference, metric=METRIC, slice_by="label", min_n=100)
+    gated = gate.check(store, run, reference, metric=METRIC, slice_by="label", min_n=100)
     assert gated.code == 1
     assert "label=7" in gated.line
-    (worst, *rest) = evidence.slice_checks(store, run, reference, METRIC, "label", min_n=100)
+    (worst, *rest) = gate.slice_checks(store, run, reference, METRIC, "label", min_n=100)
     sevens = [s for s in ids if labels[s] == "7"]
     expected = np.mean([cand[s] for s in sevens]) - np.mean([ref[s] for s in sevens])
     assert worst.value == "7"
     assert worst.comparison.diff == pytest.approx(expected)
     assert worst.comparison.n == len(sevens)
-    assert worst.comparison.p == pytest.approx(stats.mcnemar(0, 40))
+    assert worst.comparison.p == pytest.approx(mcnemar(0, 40))
     assert not any(s.worse(0.0) for s in rest)  # 4-5 fixes per other label: no evidence
 
-    tiny = evidence.check(store, run, reference, metric=METRIC, slice_by="label", min_n=500)
+    tiny = gate.check(store, run, reference, metric=METRIC, slice_by="label", min_n=500)
     assert tiny.code == 0  # every slice is below --min-n: nothing to judge per slice
 
-    binned = evidence.slice_checks(store, run, reference, METRIC, "size:bins=4", min_n=100)
+    binned = gate.slice_checks(store, run, reference, METRIC, "size:bins=4", min_n=100)
     assert sum(s.comparison.n for s in binned) == len(ids)
 
 
@@ -219,7 +220,7 @@ def test_the_leaderboard_reads_each_best_run_once_and_holds_two_at_most(
         record(store, f"run-{n}", f"exp-{n}", correct, n)
     reads: list[str] = []
     held: list[int] = []
-    real_table, real_compare = evidence.sample_table, evidence._compare
+    real_table, real_compare = evidence.sample_table, leaderboard_evidence._compare
 
     def counting_table(st: Store, run_id: str, *args: object) -> object:
         reads.append(run_id)
@@ -231,9 +232,49 @@ def test_the_leaderboard_reads_each_best_run_once_and_holds_two_at_most(
         return result
 
     monkeypatch.setattr(evidence, "sample_table", counting_table)
-    monkeypatch.setattr(evidence, "_compare", watching)
+    monkeypatch.setattr(leaderboard_evidence, "_compare", watching)
     rows = views.leaderboard(store, "val.acc", evidence=True)
     assert len(rows) == 6
     assert sorted(reads) == sorted(f"run-{n}" for n in range(6))  # each once
     assert len(held) == 5
     assert max(held) <= 2
+
+
+def test_the_gate_counts_the_runs_a_best_reference_was_picked_from(
+    store: Store, planted: tuple[dict[str, bool], dict[str, bool]]
+) -> None:
+    """``best`` is the best of the scored runs in scope (the judged one left out); a named run
+    was picked from nothing."""
+    record(store, "run-c", "baseline", {"s0000": True}, 3)
+    assert gate.selection_size(store, "best", METRIC, exclude="run-a") == 2
+    assert gate.selection_size(store, "best:baseline", METRIC, exclude="run-a") == 1
+    assert gate.selection_size(store, "best:baseline", METRIC) == 2
+    assert gate.selection_size(store, "run-b", METRIC, exclude="run-a") == 1
+
+
+def test_a_setups_seeds_are_its_runs_of_one_config_and_commit(store: Store) -> None:
+    """Seeds of one setup: same experiment, config without seeds and commit; a seed run twice
+    counts once (the mean of its runs)."""
+    from warehouse.models import config_hash
+
+    def seeded(run_id: str, seed: int, acc: float, commit: str) -> dict[str, object]:
+        config = {"lr": 0.1, "seed": seed}
+        doc = Run(
+            run_id=run_id,
+            experiment="exp",
+            status=RunStatus.COMPLETED,
+            ended_at=T0,
+            config=config,
+            config_hash_noseed=config_hash(config, ("seed",)),
+            metrics={"val": {"acc": acc}},
+        ).to_doc()
+        doc["git"]["commit"] = commit
+        store.write_runs([doc])
+        return doc
+
+    first = seeded("s1", 1, 0.80, "abc")
+    seeded("s1-again", 1, 0.82, "abc")
+    seeded("s2", 2, 0.90, "abc")
+    seeded("other-code", 3, 0.10, "def")
+    scores = gate.seed_scores(store, first, METRIC, ("seed",))
+    assert sorted(scores.values()) == pytest.approx([0.81, 0.90])

@@ -3,7 +3,8 @@
 
 Both read per-sample results through :mod:`warehouse.query.evidence`; results go to stdout,
 the summary and messages to stderr. ``check`` exits 0 when the run is not significantly worse
-than its reference, 1 when it is, 2 on bad usage, 4 when a run is not found.
+than its reference, 1 when it is, 6 when no test was possible (inconclusive), 2 on bad usage,
+4 when a run is not found.
 """
 
 from __future__ import annotations
@@ -24,8 +25,18 @@ ColumnOpt = Annotated[
     typer.Option(
         "--column",
         "-c",
-        help="The per-sample column to compare (default: the one the metric is the mean of, "
-        "e.g. correct for val.acc).",
+        help="The per-sample column to compare, or how the metric is computed from its "
+        "samples: 'sum(matches)/sum(length)', '100*mean(correct)' (default: what the run "
+        "declared, else the column the metric is the mean of, e.g. correct for val.acc).",
+        show_default=False,
+    ),
+]
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        help="A sample column whose equal values are not independent (a passage, a "
+        "conversation): each cluster counts as one unit (default: the one the run declared).",
         show_default=False,
     ),
 ]
@@ -56,6 +67,7 @@ def diff(
     split: SplitOpt = None,
     column: ColumnOpt = None,
     metric: MetricOpt = None,
+    cluster: ClusterOpt = None,
     download: Annotated[
         Path | None,
         typer.Option(
@@ -71,8 +83,8 @@ def diff(
     ] = Format.table,
 ) -> None:
     """What changed between two runs, sample by sample: fixed, broke or changed, with both
-    outputs; a summary line gives the counts and the paired difference with its interval and
-    p-value.
+    outputs; a summary line gives the counts and the paired difference (b - a) with its
+    interval, p-value and the smallest difference the samples detect (80 % power).
 
     Example: warehouse query diff best best:digits-knn --download flips/
     """
@@ -80,7 +92,9 @@ def diff(
     from warehouse.settings import load
 
     settings = load()
-    found = api.diff(run_a, run_b, split=split, column=column, metric=metric, settings=settings)
+    found = api.diff(
+        run_a, run_b, split=split, column=column, metric=metric, cluster=cluster, settings=settings
+    )
     a, b = found.a, found.b
     info(f"a = {a['run_id']} ({a.get('experiment')}), b = {b['run_id']} ({b.get('experiment')})")
     render(found.rows, fmt, columns=list(found.columns), empty_header=found.columns)
@@ -116,23 +130,34 @@ def check(
     ] = 0.0,
     split: SplitOpt = None,
     column: ColumnOpt = None,
+    cluster: ClusterOpt = None,
     slice_by: Annotated[
         str | None,
         typer.Option(
             "--slice",
             help="Also fail when any slice of this sample column (label, or size:bins=5) is "
-            "significantly worse than the reference's same slice.",
+            "significantly worse than the reference's same slice (Holm-corrected).",
             show_default=False,
         ),
     ] = None,
     min_n: Annotated[
         int, typer.Option("--min-n", help="With --slice: judge slices of this many samples.", min=1)
     ] = 30,
+    seeds: Annotated[
+        bool,
+        typer.Option(
+            "--seeds/--no-seeds",
+            help="Where the reference's setup has several seeds, judge the setup across seeds "
+            "(default); --no-seeds judges the two runs on their samples only.",
+        ),
+    ] = True,
 ) -> None:
-    """The regression gate: exit 1 when RUN is significantly worse than the reference on the
-    samples both have (paired test), else 0. Without per-sample results the scores are
-    compared and the line says no test was possible. With --slice, a slice that got
-    significantly worse fails it too, even when the overall score hides it.
+    """The regression gate: exit 1 when RUN is significantly worse than the reference, else
+    0; 6 when no test was possible (no per-sample results, or samples that do not describe
+    the logged scores). Where the reference's setup was run with several seeds, the setups
+    are compared across seeds; else the runs on their samples (paired on shared samples,
+    unpaired otherwise). A `best` reference is the best of K runs: the test is corrected for
+    that. With --slice, a slice that got significantly worse fails it too.
 
     Example: warehouse check $RUN_ID --against best:resnet --metric val.acc --margin 0.005
     """
@@ -147,6 +172,8 @@ def check(
         margin=margin,
         slice_by=slice_by,
         min_n=min_n,
+        cluster=cluster,
+        seeds=seeds,
     )
     typer.echo(verdict.line)
     raise typer.Exit(verdict.code)
@@ -184,7 +211,7 @@ def slices(
     ] = Format.table,
 ) -> None:
     """Where a model fails: the metric per slice of the samples (n, mean, 95 % interval, gap to
-    the run's overall score), the worst slices first.
+    the run's score over all its samples, labelled or not), the worst slices first.
 
     Example: warehouse query slices --by label --min-n 30
     """
@@ -213,9 +240,9 @@ def replicates(
         Format, typer.Option("--format", "-f", help="table, json or csv.", case_sensitive=False)
     ] = Format.table,
 ) -> None:
-    """Seeds: runs whose configs differ only in seed keys, grouped — mean, spread, interval,
-    best and worst seed, whether the best is a lucky seed, and how many samples flip across
-    seeds.
+    """Seeds: runs whose configs differ only in seed keys, grouped — distinct seeds and runs,
+    mean, spread, interval, best and worst run, whether the best seed is a lucky one (left out,
+    beyond the others' prediction bound), and how many samples flip across seeds.
 
     Example: warehouse query replicates --experiment digits-svm
     """
@@ -224,10 +251,12 @@ def replicates(
     found = api.replicates(metric=metric, experiment=experiment, filter=filter)
     rows = found.rows
     render(rows, fmt, columns=list(found.columns), empty_header=found.columns)
-    lucky = [r["experiment"] for r in rows if r["lucky_seed"]]
+    lucky = sorted({str(r["experiment"]) for r in rows if r["lucky_seed"]})
     if lucky:
         info(
-            "lucky seed: "
-            + ", ".join(sorted(set(lucky)))
-            + " (fewer than 3 seeds, or the best seed is more than 2 std above its group)"
+            f"lucky seed: {', '.join(lucky)} (the best seed lies beyond what the other seeds "
+            "predict: t prediction bound at 1 - 0.05/n)"
         )
+    few = sorted({str(r["experiment"]) for r in rows if r["lucky_seed"] is None})
+    if few:
+        info(f"fewer than 3 seeds, so no seed can be called lucky: {', '.join(few)}")

@@ -45,22 +45,11 @@ SAME = "≈"
 
 
 def _marked(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Rows with a ``≈`` column after the score when some row's gap to the next row is not
-    significant (``vs_next_p >= 0.05``), and the caption line that says what it means."""
-    if not any(isinstance(r.get("vs_next_p"), float) and r["vs_next_p"] >= 0.05 for r in rows):
-        return rows, []
-    marked = []
-    for row in rows:
-        p = row.get("vs_next_p")
-        mark = SAME if isinstance(p, float) and p >= 0.05 else ""
-        items = list(row.items())
-        at = next((i + 1 for i, (k, _) in enumerate(items) if k == "best_score"), len(items))
-        marked.append(dict([*items[:at], (SAME, mark), *items[at:]]))
-    note = (
-        f"{SAME}: not significantly better than the next row (paired test on the samples both "
-        "runs have, vs_next_p ≥ 0.05): the ranking may be luck"
-    )
-    return marked, [note]
+    """Rows with a ``≈`` column when some lead is not significant, and the caption lines
+    (:func:`warehouse.query.api.leaderboard_marks`)."""
+    from warehouse.query import api
+
+    return api.leaderboard_marks(rows)
 
 
 def _ranked_view(
@@ -148,7 +137,9 @@ def leaderboard(
     metric: MetricOpt = None,
     direction: DirectionOpt = None,
 ) -> None:
-    """Experiments ranked: each one's best score, its run and its number of runs.
+    """Experiments ranked: each one's best score, its run and its number of runs, with
+    each best run's interval and its comparison with the next row (vs_next_diff: the next
+    row's score minus this row's; vs_next_mde: the smallest gap the test detects).
 
     Example: warehouse query leaderboard --metric val.acc -q 'ended_at:>=2024-05-01'
     """

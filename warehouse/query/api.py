@@ -45,7 +45,7 @@ from warehouse.query.streams import run_csv, run_stream, sample_batches, sample_
 
 if TYPE_CHECKING:
     from warehouse.filters import lucene
-    from warehouse.query.evidence import Check
+    from warehouse.query.gate import Check
     from warehouse.settings import Settings
     from warehouse.stores.base import Store
 
@@ -126,10 +126,21 @@ def leaderboard(
 
         def ask(m: Any) -> list[dict[str, Any]]:
             if by_group:
-                return replicates.leaderboard_by_group(found, m, filter=filter, limit=limit)
+                return replicates.leaderboard_by_group(
+                    found, m, filter=filter, limit=limit, seed_keys=s.seed_keys
+                )
             return views.leaderboard(found, m.label, m.direction, filter, limit, evidence=evidence)
 
         return ranked(found, s, metric, direction, filter, columns, ask)
+
+
+def leaderboard_marks(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Leaderboard rows for people: a ``≈ ±d`` column where a lead is not significant, and
+    the caption lines that say what the marks and intervals mean
+    (:func:`warehouse.query.leaderboard_evidence.marked`)."""
+    from warehouse.query.leaderboard_evidence import marked
+
+    return marked(rows)
 
 
 def over_time(
@@ -160,7 +171,9 @@ def over_time(
 
         def ask(m: Any) -> list[dict[str, Any]]:
             if by_group:
-                return replicates.over_time_by_group(found, m, filter=filter, limit=limit)
+                return replicates.over_time_by_group(
+                    found, m, filter=filter, limit=limit, seed_keys=s.seed_keys
+                )
             return views.over_time(
                 found, m.label, m.direction, filter, interval, limit, every_run=every_run
             )
@@ -375,6 +388,7 @@ def diff(
     split: str | None = None,
     column: str | None = None,
     metric: str | None = None,
+    cluster: str | None = None,
     store: Store | None = None,
     settings: Settings | None = None,
 ) -> DiffResult:
@@ -385,7 +399,9 @@ def diff(
     with opened(store, settings) as (found, s):
         m = setting_metric(s, metric, None)
         a, b = (evidence.resolve_run(found, spec, m) for spec in (run_a, run_b))
-        got = evidence.diff(found, a, b, split=split or m.split, metric=m, column=column)
+        got = evidence.diff(
+            found, a, b, split=split or m.split, metric=m, column=column, cluster=cluster
+        )
     return DiffResult(
         got.rows,
         evidence.DIFF_COLUMNS,
@@ -410,18 +426,21 @@ def check(
     column: str | None = None,
     slice_by: str | None = None,
     min_n: int = 30,
+    cluster: str | None = None,
+    seeds: bool = True,
     store: Store | None = None,
     settings: Settings | None = None,
 ) -> Check:
     """The regression gate: whether ``run`` is significantly worse than ``against``
-    (:func:`warehouse.query.evidence.check`)."""
-    from warehouse.query import evidence
+    (:func:`warehouse.query.gate.check`; a ``best`` reference counts as the best of the
+    runs it was picked from)."""
+    from warehouse.query import evidence, gate
 
     with opened(store, settings) as (found, s):
         m = setting_metric(s, metric, None)
         judged = evidence.resolve_run(found, run, m)
         reference = evidence.resolve_run(found, against, m)
-        return evidence.check(
+        return gate.check(
             found,
             judged,
             reference,
@@ -431,6 +450,10 @@ def check(
             margin=margin,
             slice_by=slice_by,
             min_n=min_n,
+            cluster=cluster,
+            selected=gate.selection_size(found, against, m, exclude=str(judged["run_id"])),
+            seeds=seeds,
+            seed_keys=s.seed_keys,
         )
 
 
@@ -475,7 +498,9 @@ def replicates(
 
     with opened(store, settings) as (found, s):
         m = setting_metric(s, metric, None)
-        rows = seeds.replicates(found, m, experiment=experiment, filter=filter)
+        rows = seeds.replicates(
+            found, m, experiment=experiment, filter=filter, seed_keys=s.seed_keys
+        )
     return Result(rows, seeds.REPLICATE_COLUMNS, metric=m.label, direction=m.direction)
 
 
@@ -528,6 +553,7 @@ __all__ = [
     "diff",
     "hardest",
     "leaderboard",
+    "leaderboard_marks",
     "metric_in_force",
     "metric_names",
     "open_store",

@@ -1,20 +1,22 @@
-"""Evidence from per-sample results: which samples a change fixed or broke, whether a gap is
-real, and the regression gate — the same numbers on every store.
+"""Evidence from per-sample results: which samples a change fixed or broke, and whether a gap
+is real: the same numbers on every store.
 
 Every answer here is computed from one store primitive, ``sample_batches`` (the stored rows of a
-split, a few columns at a time): two runs' columns are joined on ``sample_id`` and compared with
-:mod:`warehouse.query.stats`. Only the samples both runs have are compared; the others are
-counted.
-
-Which column holds a run-level metric's per-sample values follows one rule
-(:func:`warehouse.models.sample_column_for`), and a run that recorded intervals names the
-column it used (``metrics_ci.<split>.<metric>.column``).
+split, a few columns at a time): two runs' columns are joined on ``sample_id`` and compared
+with :mod:`warehouse.query.stats`. What is compared is the metric's *aggregate*
+(:mod:`warehouse.query.aggregates`): the one the user names (``--column``, a column or a
+formula), else the one the run recorded (``metrics_ci.<split>.<metric>.aggregate``), else
+the mean of the column the naming rule finds. An aggregate the user did not name must
+reproduce each run's logged score (:func:`describes`); where it does not, no test is run and
+the reason says why (a corpus metric without its declaration, a percentage, samples of another
+set). With a cluster column (``--cluster``, or the one the run declared), the tests treat each
+cluster as one unit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,8 @@ import pyarrow as pa
 
 from warehouse.errors import ConfigurationError, NotFound
 from warehouse.models import Metric, sample_column_for
-from warehouse.query import stats
+from warehouse.query import aggregates, stats
+from warehouse.query.aggregates import Aggregate
 from warehouse.stores.base import Store
 
 CHANGES = ("fixed", "broke", "changed")
@@ -34,13 +37,20 @@ def resolve_run(
 ) -> dict[str, Any]:
     """A run by id or unique prefix, ``best`` (the best run by ``metric``) or
     ``best:EXPERIMENT`` (that experiment's best run)."""
-    from warehouse.query import views
+    from warehouse.query.bests import best_run
+    from warehouse.query.lookup import get_run
 
     text = spec.strip()
     if text == "best" or text.startswith("best:"):
         experiment = text.partition(":")[2] or None
-        return views.best_run(store, metric.label, metric.direction, filter, experiment)
-    return views.get_run(store, text)
+        return best_run(store, metric.label, metric.direction, filter, experiment)
+    return get_run(store, text)
+
+
+def recorded(run: dict[str, Any], split: str, metric: Metric) -> dict[str, Any]:
+    """What the run recorded about ``metric``'s samples (``metrics_ci.<split>.<name>``)."""
+    found: dict[str, Any] = (run.get("metrics_ci") or {}).get(split, {}).get(metric.name) or {}
+    return found
 
 
 def candidate_columns(
@@ -51,91 +61,193 @@ def candidate_columns(
     metric's own name, then ``correct`` for accuracy-like names)."""
     if column:
         return [column]
-    recorded = (run.get("metrics_ci") or {}).get(split, {}).get(metric.name, {})
-    found = [str(recorded["column"])] if recorded.get("column") else []
+    entry = recorded(run, split, metric)
+    found = [str(entry["column"])] if entry.get("column") else []
     for name in (metric.name, "correct"):
         if name not in found and sample_column_for(metric.name, [name]) == name:
             found.append(name)
     return found
 
 
+def candidate_aggregates(
+    runs: Sequence[dict[str, Any]], split: str, metric: Metric, column: str | None
+) -> list[Aggregate]:
+    """What may be compared, best first: ``column`` as given (a column or a formula), else
+    the aggregate a run recorded, else the mean of each rule column."""
+    if column:
+        return [aggregates.of(column)]
+    for run in runs:
+        text = recorded(run, split, metric).get("aggregate")
+        if text:
+            return [aggregates.of(str(text))]
+    return [Aggregate("mean", (c,)) for c in candidate_columns(runs[0], split, metric, None)]
+
+
+def cluster_of(
+    runs: Sequence[dict[str, Any]], split: str, metric: Metric, cluster: str | None
+) -> str | None:
+    """The cluster column: ``cluster`` as given, else the one a run declared."""
+    if cluster:
+        return cluster
+    for run in runs:
+        declared = recorded(run, split, metric).get("cluster")
+        if declared:
+            return str(declared)
+    return None
+
+
+@dataclass
+class Samples:
+    """One run's samples of a split: ids, numeric columns, clusters and other columns."""
+
+    run_id: str
+    ids: np.ndarray
+    values: dict[str, np.ndarray]
+    clusters: np.ndarray | None = None
+    other: dict[str, list[Any]] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return int(self.ids.size)
+
+    def has(self, aggregate: Aggregate) -> bool:
+        return all(c in self.values for c in aggregate.columns)
+
+    def take(self, index: np.ndarray) -> Samples:
+        return Samples(
+            self.run_id,
+            self.ids[index],
+            {k: v[index] for k, v in self.values.items()},
+            None if self.clusters is None else self.clusters[index],
+            {k: [v[i] for i in index] for k, v in self.other.items()},
+        )
+
+
 def sample_table(
     store: Store, run_id: str, split: str, columns: Sequence[str], with_outputs: bool = False
 ) -> pa.Table:
-    """``sample_id``, the candidate ``columns`` present (and ``output_uri``) of one run's split."""
-    wanted = ["sample_id", *columns, *(["output_uri"] if with_outputs else [])]
+    """``sample_id``, the ``columns`` present (and ``output_uri``) of one run's split."""
+    wanted = list(dict.fromkeys(["sample_id", *columns, *(["output_uri"] if with_outputs else [])]))
     table = pa.Table.from_batches(list(store.sample_batches(run_id, split, wanted)))
     if with_outputs and "output_uri" not in table.schema.names:
         table = table.append_column("output_uri", pa.nulls(table.num_rows, pa.string()))
-    elif with_outputs and pa.types.is_null(table.schema.field("output_uri").type):
-        # a store may answer a column no row has as all-null (Arrow's null type), which
-        # Arrow's join refuses: make it the strings it would have held
-        index = table.schema.get_field_index("output_uri")
-        table = table.set_column(index, "output_uri", pa.nulls(table.num_rows, pa.string()))
     return table.combine_chunks()
 
 
-def _chosen(tables: Sequence[pa.Table], columns: Sequence[str], runs: Sequence[str]) -> str:
-    for name in columns:
-        if all(name in t.schema.names for t in tables):
-            return name
-    have = sorted({n for t in tables for n in t.schema.names} - {"sample_id", "output_uri"})
+def load(
+    store: Store,
+    run_id: str,
+    split: str,
+    columns: Iterable[str],
+    *,
+    cluster: str | None = None,
+    other: Sequence[str] = (),
+) -> Samples:
+    """One run's samples: the numeric ``columns`` present as float arrays, the ``cluster``
+    column, and ``other`` columns as lists. ``NotFound`` when the run has no such split."""
+    wanted = [*columns, *([cluster] if cluster else []), *other]
+    table = sample_table(store, run_id, split, wanted)
+    names = table.schema.names
+    values = {}
+    for name in dict.fromkeys(columns):
+        if name in names and _numeric(table.schema.field(name).type):
+            values[name] = _floats(table.column(name))
+    clusters = None
+    if cluster:
+        if cluster not in names:
+            raise ConfigurationError(
+                f"run {run_id} has no sample column {cluster!r} to cluster by in split "
+                f"{split!r}; its columns: {', '.join(n for n in names if n != 'sample_id')}"
+            )
+        clusters = np.asarray(table.column(cluster).cast(pa.string()).to_pylist(), dtype=object)
+    return Samples(
+        run_id,
+        np.asarray(table.column("sample_id").to_pylist(), dtype=object),
+        values,
+        clusters,
+        {
+            name: table.column(name).to_pylist() if name in names else [None] * table.num_rows
+            for name in other
+        },
+    )
+
+
+def _numeric(kind: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_floating(kind)
+        or pa.types.is_integer(kind)
+        or pa.types.is_boolean(kind)
+        or pa.types.is_null(kind)
+    )
+
+
+def _floats(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    values: np.ndarray = column.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    return values
+
+
+def choose(samples: Sequence[Samples], candidates: Sequence[Aggregate]) -> Aggregate:
+    """The first candidate every run's samples can compute."""
+    for aggregate in candidates:
+        if all(s.has(aggregate) for s in samples):
+            return aggregate
+    have = sorted({n for s in samples for n in s.values})
+    wanted = " or ".join(a.text for a in candidates)
+    runs = " and ".join(s.run_id for s in samples)
     raise ConfigurationError(
-        f"runs {' and '.join(runs)} have no sample column {' or '.join(map(repr, columns))} in "
-        f"common; their columns: {', '.join(have) or 'none'}; choose one with --metric COLUMN"
+        f"runs {runs} have no per-sample values for {wanted} in common; their numeric "
+        f"columns: {', '.join(have) or 'none'}; choose one with --column COLUMN (or a "
+        f"formula: {aggregates.EXAMPLES})"
+    )
+
+
+def describes(
+    run: dict[str, Any], samples: Samples, metric: Metric, split: str, aggregate: Aggregate
+) -> str | None:
+    """None when ``aggregate`` over the run's samples is its logged score (or it logged no
+    score to describe); else why not."""
+    logged = (run.get("metrics") or {}).get(split, {}).get(metric.name)
+    if not isinstance(logged, int | float) or not np.isfinite(logged):
+        return None
+    found = aggregate.interval(samples.values, samples.clusters)
+    if found is None or aggregates.reproduces(float(logged), found):
+        return None
+    return f"run {samples.run_id}: " + aggregates.mismatch(
+        metric.name, float(logged), aggregate, found
     )
 
 
 @dataclass
 class Pair:
-    """Two runs' values of one sample column on the samples both have."""
+    """Two runs' samples joined on ``sample_id`` (row ``i`` of both is one sample), and how
+    many samples only one of them has."""
 
-    ids: np.ndarray
-    a: np.ndarray
-    b: np.ndarray
+    a: Samples
+    b: Samples
     only_a: int
     only_b: int
-    a_uris: list[Any] = field(default_factory=list)
-    b_uris: list[Any] = field(default_factory=list)
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self.a.ids
+
+    @property
+    def n(self) -> int:
+        return self.a.n
 
 
-def pair(
-    store: Store,
-    run_a: str,
-    run_b: str,
-    split: str,
-    columns: Sequence[str],
-    *,
-    with_outputs: bool = False,
-) -> tuple[str, Pair]:
-    """The first of ``columns`` both runs have, and their values joined on ``sample_id``
-    (Arrow's hash join: O(samples))."""
-    left = sample_table(store, run_a, split, columns, with_outputs)
-    right = sample_table(store, run_b, split, columns, with_outputs)
-    column = _chosen((left, right), columns, (run_a, run_b))
-    keep = ["sample_id", column, *(["output_uri"] if with_outputs else [])]
-    left = left.select(keep).rename_columns(
-        ["sample_id", "a", *(["a_uri"] if with_outputs else [])]
-    )
-    right = right.select(keep).rename_columns(
-        ["sample_id", "b", *(["b_uri"] if with_outputs else [])]
-    )
+def join(a: Samples, b: Samples) -> Pair:
+    """The shared samples, by sample id (Arrow's hash join: O(samples)), in id order."""
+    left = pa.table({"sample_id": pa.array(a.ids.tolist()), "ia": np.arange(a.n)})
+    right = pa.table({"sample_id": pa.array(b.ids.tolist()), "ib": np.arange(b.n)})
+    if left.schema.field("sample_id").type != right.schema.field("sample_id").type:
+        left = left.set_column(0, "sample_id", left.column(0).cast(pa.string()))
+        right = right.set_column(0, "sample_id", right.column(0).cast(pa.string()))
     joined = left.join(right, keys="sample_id", join_type="inner").sort_by("sample_id")
-    shared = joined.num_rows
-    return column, Pair(
-        ids=np.asarray(joined.column("sample_id").to_pylist(), dtype=object),
-        a=_floats(joined.column("a")),
-        b=_floats(joined.column("b")),
-        only_a=left.num_rows - shared,
-        only_b=right.num_rows - shared,
-        a_uris=joined.column("a_uri").to_pylist() if with_outputs else [],
-        b_uris=joined.column("b_uri").to_pylist() if with_outputs else [],
-    )
-
-
-def _floats(column: pa.ChunkedArray) -> np.ndarray:
-    values: np.ndarray = column.cast(pa.float64()).to_numpy(zero_copy_only=False)
-    return values
+    ia = joined.column("ia").to_numpy()
+    ib = joined.column("ib").to_numpy()
+    shared = int(ia.size)
+    return Pair(a.take(ia), b.take(ib), a.n - shared, b.n - shared)
 
 
 @dataclass
@@ -147,10 +259,11 @@ class Diff:
     split: str
     column: str
     rows: list[dict[str, Any]]
-    comparison: stats.Paired | None
+    comparison: stats.Comparison | None
     same: int
     only_a: int
     only_b: int
+    refused: str | None = None  # why no test was run
 
     def counts(self) -> dict[str, int]:
         found = dict.fromkeys(CHANGES, 0)
@@ -159,19 +272,43 @@ class Diff:
         return {**found, "same": self.same}
 
     def summary(self) -> str:
-        """``fixed 12 · broke 3 · same 982 · b - a = +0.009 [+0.002, +0.016], p = 0.02``."""
+        """``fixed 12 · broke 3 · same 982 · correct: b - a = +0.009 [+0.002, +0.016],
+        p = 0.02``."""
         counts = self.counts()
         shown = [n for n in (*CHANGES, "same") if counts[n] or n != "changed"]
         text = " · ".join(f"{name} {counts[name]}" for name in shown)
         c = self.comparison
         if c is not None:
-            text += (
-                f" · {self.column}: b - a = {c.diff:+.4g} [{c.low:+.4g}, {c.high:+.4g}], "
-                f"p = {c.p:.3g}{'' if c.significant else ' (not significant)'}"
-            )
+            text += f" · {self.column}: b - a = {describe(c)}"
+        elif self.refused:
+            text += f" · no test: {self.refused}"
         if self.only_a or self.only_b:
             text += f" · only in a: {self.only_a}, only in b: {self.only_b}"
         return text
+
+
+def describe(c: stats.Comparison, level: float | None = None) -> str:
+    """``+0.009 [+0.002, +0.016], p = 0.02 (McNemar; detects >= 0.011)``."""
+    low, high = c.bounds(level)
+    significant = c.p_at(0.0) < 1 - (level or c.level)
+    text = f"{c.diff:+.4g} [{low:+.4g}, {high:+.4g}], p = {c.p:.3g}"
+    if not significant:
+        text += " (not significant)"
+    return text + f" ({power_note(c)})"
+
+
+def power_note(c: stats.Comparison) -> str:
+    """Which test, on how much, and the smallest gap it detects (80 % power)."""
+    units = f"{c.n:,} shared samples" if c.design == "paired" else f"{c.n:,} and {c.n_b:,}"
+    if c.design == "unpaired":
+        units += " samples, none shared"
+    elif c.design == "seeds":
+        units += " seeds"
+    if c.clusters:
+        units += f" in {c.clusters:,} clusters"
+    mde = c.mde(1 - c.level)
+    power = "too few to tell any gap" if mde is None else f"detects ±{mde:.2g} at 80 % power"
+    return f"{c.test} over {units}; {power}"
 
 
 def diff(
@@ -182,38 +319,70 @@ def diff(
     split: str = "val",
     metric: Metric,
     column: str | None = None,
+    cluster: str | None = None,
 ) -> Diff:
-    """The samples whose value of the column differs between the two runs."""
-    a_id, b_id = str(run_a["run_id"]), str(run_b["run_id"])
-    candidates = candidate_columns(run_a, split, metric, column)
-    name, joined = pair(store, a_id, b_id, split, candidates, with_outputs=True)
-    both = np.isfinite(joined.a) & np.isfinite(joined.b)
-    changed = ~both | (joined.a != joined.b)
-    changed &= ~(np.isnan(joined.a) & np.isnan(joined.b))
-    binary = stats.is_binary(joined.a[both]) and stats.is_binary(joined.b[both])
+    """The samples whose value of the compared column differs between the two runs (for a
+    corpus metric, its first column), and the paired test of the metric itself."""
+    runs = (run_a, run_b)
+    candidates = candidate_aggregates(runs, split, metric, column)
+    grouped = cluster_of(runs, split, metric, cluster)
+    needed = [c for a in candidates for c in a.columns]
+    a, b = (
+        load(store, str(r["run_id"]), split, needed, cluster=grouped, other=("output_uri",))
+        for r in runs
+    )
+    chosen = choose((a, b), candidates)
+    refused = (
+        None
+        if column
+        else (
+            describes(run_a, a, metric, split, chosen) or describes(run_b, b, metric, split, chosen)
+        )
+    )
+    joined = join(a, b)
+    first = chosen.columns[0]
+    va, vb = joined.a.values[first], joined.b.values[first]
+    both = np.isfinite(va) & np.isfinite(vb)
+    changed = ~both | (va != vb)
+    changed &= ~(np.isnan(va) & np.isnan(vb))
+    binary = stats.is_binary(va[both]) and stats.is_binary(vb[both])
     rows = []
     for i in np.flatnonzero(changed):
-        a, b = _value(joined.a[i]), _value(joined.b[i])
+        x, y = _value(va[i]), _value(vb[i])
         rows.append(
             {
                 "sample_id": joined.ids[i],
-                "a": a,
-                "b": b,
-                "change": _change(a, b, binary),
-                "a_output_uri": joined.a_uris[i],
-                "b_output_uri": joined.b_uris[i],
+                "a": x,
+                "b": y,
+                "change": _change(x, y, binary),
+                "a_output_uri": joined.a.other["output_uri"][i],
+                "b_output_uri": joined.b.other["output_uri"][i],
             }
         )
+    comparison = (
+        None
+        if refused
+        else chosen.paired(
+            joined.a.values,
+            joined.b.values,
+            a.run_id,
+            b.run_id,
+            split,
+            chosen.text,
+            clusters=joined.a.clusters,
+        )
+    )
     return Diff(
-        a_id,
-        b_id,
+        a.run_id,
+        b.run_id,
         split,
-        name,
+        chosen.label,
         rows,
-        stats.paired(joined.a, joined.b),
+        comparison,
         int(both.sum() - np.count_nonzero(changed & both)),
         joined.only_a,
         joined.only_b,
+        refused,
     )
 
 
@@ -227,284 +396,53 @@ def _change(a: float | None, b: float | None, binary: bool) -> str:
     return "changed"
 
 
-@dataclass
-class Check:
-    """The regression gate's verdict: exit code, one line, and the evidence."""
-
-    code: int  # 0: not significantly worse; 1: worse
-    line: str
-    comparison: stats.Paired | None
-    broken: list[Any] = field(default_factory=list)
-
-
-def check(
-    store: Store,
-    run: dict[str, Any],
-    reference: dict[str, Any],
-    *,
-    metric: Metric,
-    split: str | None = None,
-    column: str | None = None,
-    margin: float = 0.0,
-    slice_by: str | None = None,
-    min_n: int = 30,
-) -> Check:
-    """Whether ``run`` is significantly worse than ``reference`` (by more than ``margin``):
-    paired on their shared samples when both have per-sample results, else by their scores
-    (and then no test is possible, which the line says). With ``slice_by`` (a sample column,
-    or ``size:bins=5``), also worse when any slice of at least ``min_n`` shared samples is
-    significantly worse than the reference's same slice."""
-    verdict = _check_overall(store, run, reference, metric, split, column, margin)
-    if slice_by is None or verdict.comparison is None or verdict.code:
-        return verdict
-    worse = [
-        s
-        for s in slice_checks(
-            store, run, reference, metric, slice_by, split=split, column=column, min_n=min_n
-        )
-        if s.worse(margin)
-    ]
-    if not worse:
-        return replace(verdict, line=f"{verdict.line}; no slice of >= {min_n} samples is worse")
-    shown = "; ".join(s.describe() for s in worse[:3])
-    more = f" (+{len(worse) - 3} more)" if len(worse) > 3 else ""
-    return replace(verdict, code=1, line=f"worse in {len(worse)} slice(s): {shown}{more}")
-
-
-@dataclass(frozen=True)
-class SliceCheck:
-    """One slice's paired comparison: the run against the reference on that slice's samples."""
-
-    column: str
-    value: Any
-    comparison: stats.Paired
-    sign: float
-
-    def worse(self, margin: float) -> bool:
-        c = self.comparison
-        best_case = c.high if self.sign > 0 else -c.low
-        return c.p < stats.SIGNIFICANT and best_case < -margin
-
-    def describe(self) -> str:
-        c = self.comparison
-        return (
-            f"{self.column}={self.value} {self.sign * c.diff:+.4g} "
-            f"[{min(self.sign * c.low, self.sign * c.high):+.4g}, "
-            f"{max(self.sign * c.low, self.sign * c.high):+.4g}], p = {c.p:.3g}, n = {c.n}"
-        )
-
-
-def slice_checks(
-    store: Store,
-    run: dict[str, Any],
-    reference: dict[str, Any],
-    metric: Metric,
-    slice_by: str,
-    *,
-    split: str | None = None,
-    column: str | None = None,
-    min_n: int = 30,
-) -> list[SliceCheck]:
-    """Each slice (of at least ``min_n`` shared samples) paired: ``run`` against
-    ``reference``, the worst first. Slices are read from the judged run's samples."""
-    from warehouse.query.slices import parse_by
-
-    where = split or metric.split
-    name, bins = parse_by(slice_by)
-    run_id, ref_id = str(run["run_id"]), str(reference["run_id"])
-    candidates = candidate_columns(reference, where, metric, column)
-    _, joined = pair(store, ref_id, run_id, where, candidates)
-    labels = sample_table(store, run_id, where, [name])
-    if name not in labels.schema.names:
-        raise ConfigurationError(
-            f"run {run_id} has no sample column {name!r} to slice by in split {where!r}"
-        )
-    by_id = dict(
-        zip(labels.column("sample_id").to_pylist(), labels.column(name).to_pylist(), strict=True)
-    )
-    keys = np.asarray([by_id.get(i) for i in joined.ids], dtype=object)
-    if bins is not None:
-        keys = _binned(keys, bins)
-    sign = 1.0 if metric.direction == "max" else -1.0
-    found = []
-    for value in {k for k in keys if k is not None}:
-        mask = keys == value
-        if int(mask.sum()) < max(min_n, 1):
-            continue
-        c = stats.paired(joined.a[mask], joined.b[mask])
-        if c is not None and c.n >= max(min_n, 1):
-            found.append(SliceCheck(name, value, c, sign))
-    found.sort(key=lambda s: (sign * s.comparison.diff, str(s.value)))
-    return found
-
-
-def _binned(values: np.ndarray, bins: int) -> np.ndarray:
-    """Numeric values as equal-width bins ``[low, high)`` over their range, as text."""
-    numbers = np.asarray([np.nan if v is None else float(v) for v in values], dtype=np.float64)
-    finite = numbers[np.isfinite(numbers)]
-    if finite.size == 0:
-        return np.asarray([None] * len(values), dtype=object)
-    edges = np.linspace(float(finite.min()), float(finite.max()), bins + 1)
-    index = np.clip(np.searchsorted(edges, numbers, side="right") - 1, 0, bins - 1)
-    return np.asarray(
-        [
-            None
-            if not np.isfinite(x)
-            else f"[{edges[i]:.6g}, {edges[i + 1]:.6g}{']' if i == bins - 1 else ')'}"
-            for x, i in zip(numbers, index, strict=True)
-        ],
-        dtype=object,
-    )
-
-
-def _check_overall(
-    store: Store,
-    run: dict[str, Any],
-    reference: dict[str, Any],
-    metric: Metric,
-    split: str | None,
-    column: str | None,
-    margin: float,
-) -> Check:
-    where = split or metric.split
-    sign = 1.0 if metric.direction == "max" else -1.0
-    names = f"{run['run_id']} against {reference['run_id']}"
-    try:
-        found = diff(store, reference, run, split=where, metric=metric, column=column)
-    except (NotFound, ConfigurationError):
-        found = None
-    if found is None or found.comparison is None:
-        mine, theirs = _score(run, metric), _score(reference, metric)
-        if mine is None or theirs is None:
-            raise NotFound(
-                f"{names}: no {metric.label} on both runs and no per-sample results to compare"
-            )
-        worse = sign * (mine - theirs) < -margin
-        verdict = "worse" if worse else "not worse"
-        return Check(
-            1 if worse else 0,
-            f"{verdict}: {metric.label} {mine:.4g} vs {theirs:.4g} ({names}); no per-sample "
-            "results on both runs, so no significance test was possible",
-            None,
-        )
-    c = found.comparison
-    change = sign * c.diff  # the observed improvement (negative: worse)
-    best_case = c.high if sign > 0 else -c.low  # the most improvement the data allows
-    significant = c.p < stats.SIGNIFICANT and best_case < -margin
-    worse_rows = [r for r in found.rows if r["a"] is not None and r["b"] is not None]
-    worse_rows = [r for r in worse_rows if sign * (r["b"] - r["a"]) < 0]
-    worse_rows.sort(key=lambda r: sign * (r["b"] - r["a"]))
-    broken = [r["sample_id"] for r in worse_rows]
-    detail = (
-        f"{found.column} {change:+.4g} [{min(sign * c.low, sign * c.high):+.4g}, "
-        f"{best_case:+.4g}], p = {c.p:.3g} over {c.n} shared samples ({names}; "
-        f"margin {margin:g})"
-    )
-    if significant:
-        shown = ", ".join(map(str, broken[:10]))
-        return Check(1, f"worse: {detail}; broken: {shown}", c, broken)
-    return Check(0, f"not significantly worse: {detail}", c, broken)
-
-
-def _score(run: dict[str, Any], metric: Metric) -> float | None:
+def score(run: dict[str, Any], metric: Metric) -> float | None:
+    """The run's logged value of ``metric`` (None when it has none, or not a finite one)."""
     value = (run.get("metrics") or {}).get(metric.split, {}).get(metric.name)
     return float(value) if isinstance(value, int | float) and np.isfinite(value) else None
 
 
-LEADERBOARD_EVIDENCE = (
-    "ci_low",
-    "ci_high",
-    "n",
-    "vs_next_diff",
-    "vs_next_ci_low",
-    "vs_next_ci_high",
-    "vs_next_p",
-)
+def has_samples(run: dict[str, Any], split: str) -> bool:
+    return bool((run.get("sample_counts") or {}).get(split))
 
 
-def with_evidence(
-    store: Store, rows: Sequence[dict[str, Any]], runs: Sequence[dict[str, Any]], metric: Metric
-) -> list[dict[str, Any]]:
-    """Leaderboard rows with each best run's interval and a paired comparison with the next
-    row's best run (``vs_next_*``: next minus this one, on their shared samples). Each run's
-    samples are read once, though most runs are compared twice (with the row above and the
-    row below), and dropped once its second comparison is done."""
-    tables: dict[str, pa.Table | None] = {}
-    out = []
-    for i, (row, run) in enumerate(zip(rows, runs, strict=True)):
-        ci = (run.get("metrics_ci") or {}).get(metric.split, {}).get(metric.name) or {}
-        extra: dict[str, Any] = {
-            "ci_low": ci.get("low"),
-            "ci_high": ci.get("high"),
-            "n": ci.get("n"),
-            **dict.fromkeys(LEADERBOARD_EVIDENCE[3:]),
-        }
-        if i + 1 < len(runs):
-            compared = _compare(store, run, runs[i + 1], metric, tables)
-            tables.pop(str(run["run_id"]), None)  # done with: at most two tables held
-            if compared is not None:
-                extra.update(
-                    vs_next_diff=compared.diff,
-                    vs_next_ci_low=compared.low,
-                    vs_next_ci_high=compared.high,
-                    vs_next_p=compared.p,
-                )
-        out.append({**row, **extra})
-    return out
-
-
-def _compare(
+def try_load(
     store: Store,
     run: dict[str, Any],
-    other: dict[str, Any],
-    metric: Metric,
-    tables: dict[str, pa.Table | None],
-) -> stats.Paired | None:
-    counts = (run.get("sample_counts") or {}, other.get("sample_counts") or {})
-    if not all(counts[k].get(metric.split) for k in (0, 1)):
-        return None
-    candidates = candidate_columns(run, metric.split, metric, None)
-
-    def table(run_id: str) -> pa.Table | None:
-        if run_id not in tables:
-            try:
-                tables[run_id] = sample_table(store, run_id, metric.split, candidates)
-            except NotFound:
-                tables[run_id] = None
-        return tables[run_id]
-
-    left, right = table(str(run["run_id"])), table(str(other["run_id"]))
-    if left is None or right is None:
+    split: str,
+    columns: Iterable[str],
+    *,
+    cluster: str | None = None,
+    other: Sequence[str] = (),
+) -> Samples | None:
+    """:func:`load`, or None when the run recorded no samples of the split."""
+    if not has_samples(run, split):
         return None
     try:
-        column = _chosen((left, right), candidates, (str(run["run_id"]), str(other["run_id"])))
-    except ConfigurationError:
+        return load(store, str(run["run_id"]), split, columns, cluster=cluster, other=other)
+    except NotFound:
         return None
-    if left.num_rows == right.num_rows and left.column("sample_id").equals(
-        right.column("sample_id")
-    ):  # the same samples in the same order (the usual case): no join needed
-        return stats.paired(_floats(left.column(column)), _floats(right.column(column)))
-    joined = (
-        left.select(["sample_id", column])
-        .rename_columns(["sample_id", "a"])
-        .join(
-            right.select(["sample_id", column]).rename_columns(["sample_id", "b"]),
-            keys="sample_id",
-            join_type="inner",
-        )
-    )
-    return stats.paired(_floats(joined.column("a")), _floats(joined.column("b")))
 
 
 __all__ = [
+    "CHANGES",
     "DIFF_COLUMNS",
-    "LEADERBOARD_EVIDENCE",
-    "Check",
     "Diff",
     "Pair",
-    "check",
+    "Samples",
+    "candidate_aggregates",
+    "candidate_columns",
+    "choose",
+    "cluster_of",
+    "describe",
+    "describes",
     "diff",
-    "pair",
+    "has_samples",
+    "join",
+    "load",
+    "power_note",
     "resolve_run",
-    "with_evidence",
+    "sample_table",
+    "score",
+    "try_load",
 ]

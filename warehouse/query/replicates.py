@@ -2,29 +2,40 @@
 
 Runs whose resolved configs differ only in seed keys (``WAREHOUSE_SEED_KEYS``: by default keys
 named ``seed`` or ending in ``_seed``) share ``config_hash_noseed``, computed when they are
-recorded; runs of one experiment sharing it form a *replicate group*. For each group:
+recorded; runs of one experiment sharing it form a *replicate group*. A group's seeds are its
+distinct values of the seed keys: runs repeated with the same seed count once (their mean).
+For each group:
 
-- the number of seeds, the mean and standard deviation of the metric, Student's t 95 % interval
-  of the mean, the best and the worst seed's run;
-- ``lucky_seed``: the group's best seed is more than 2 standard deviations better than the
-  group's mean, or the group has fewer than 3 seeds (one good number proves nothing);
+- the number of distinct seeds (and of runs), the mean and standard deviation of the metric
+  over seeds, Student's t 95 % interval of the mean, the best and the worst run;
+- ``lucky_seed``: the best seed lies beyond what the *other* seeds predict (leave one out:
+  the t prediction bound of the others at level 1 - 0.05/n, n the seeds, since the best is
+  the largest of n). ``None`` below 3 seeds: two values cannot say which one is unusual.
+  (A rule that keeps the best seed in the mean and standard deviation can never fire with
+  3-5 seeds: by Samuelson's bound the largest of n values is at most (n-1)/sqrt(n)
+  standard deviations above their mean.)
 - ``flip_rate``: the share of the samples (seen by every seed) whose 0/1 column (correctness)
   is not the same across the seeds.
 
-:func:`leaderboard_by_group` ranks experiments by their best group's mean instead of their best
-single run; :func:`over_time_by_group` is the running best of group means over time.
+:func:`leaderboard_by_group` ranks experiments by their best group's mean over groups of two
+seeds or more (a single seed is listed, unranked and marked), with Welch's test of each
+group against the next across seeds; :func:`over_time_by_group` is the running best of group
+means over time, which only groups of two seeds or more can set.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import fnmatch
+import math
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
 
-from warehouse.filters.docpath import get_path
+from warehouse.filters.docpath import flatten, get_path
 from warehouse.models import Metric
 from warehouse.query import stats
+from warehouse.query.distributions import t_sf
 from warehouse.query.evidence import candidate_columns, sample_table
 from warehouse.stores.base import Store
 
@@ -32,6 +43,7 @@ REPLICATE_COLUMNS = (
     "experiment",
     "group",
     "n_seeds",
+    "n_runs",
     "mean",
     "std",
     "ci_low",
@@ -42,11 +54,16 @@ REPLICATE_COLUMNS = (
     "flip_rate",
 )
 OVER_TIME_BY_GROUP_COLUMNS = ("ended_at", "experiment", "group", "n_seeds", "mean",
-                              "best_so_far", "best_experiment", "is_new_best")  # fmt: skip
+                              "best_so_far", "best_experiment", "is_new_best",
+                              "single_seed")  # fmt: skip
 BY_GROUP_COLUMNS = ("rank", "experiment", "group", "n_seeds", "mean", "std", "ci_low", "ci_high",
-                    "lucky_seed")  # fmt: skip
-LUCKY_SIGMAS = 2.0
+                    "lucky_seed", "single_seed", "vs_next_diff", "vs_next_p",
+                    "vs_next_mde")  # fmt: skip
 MIN_SEEDS = 3
+"""The fewest seeds ``lucky_seed`` can judge."""
+MIN_RANKED = 2
+"""The fewest seeds a group needs to be ranked (or set a record) by its mean."""
+SEED_KEYS = ("seed", "*_seed")
 
 
 def replicates(
@@ -56,39 +73,79 @@ def replicates(
     experiment: str | None = None,
     filter: str | None = None,
     flips: bool = True,
+    seed_keys: Collection[str] = SEED_KEYS,
 ) -> list[dict[str, Any]]:
     """One row per replicate group, best mean first."""
+    return [
+        {k: v for k, v in row.items() if k != "seed_scores"}
+        for row in _group_rows(store, metric, experiment, filter, flips, seed_keys)
+    ]
+
+
+def _group_rows(
+    store: Store,
+    metric: Metric,
+    experiment: str | None,
+    filter: str | None,
+    flips: bool,
+    seed_keys: Collection[str],
+) -> list[dict[str, Any]]:
     groups = _groups(store, metric, experiment, filter)
     sign = 1.0 if metric.direction == "max" else -1.0
     rows: list[dict[str, Any]] = []
     for (name, group), members in groups.items():
-        scores = np.array([s for _, s, _ in members])
+        by_seed: dict[str, list[float]] = {}
+        for _, score, run in members:
+            by_seed.setdefault(seed_value(run, seed_keys), []).append(score)
+        scores = np.array([float(np.mean(v)) for v in by_seed.values()])
         # ties as every ranked view settles them: the earlier end, then the smaller run id
         ranked = sorted(members, key=lambda m: (-sign * m[1], _ended(m[2]), m[0]))
         ci = stats.mean_interval(scores)
-        std = float(scores.std(ddof=1)) if len(scores) > 1 else None
-        mean = float(scores.mean())
-        best_seed = sign * ranked[0][1]
-        lucky = len(scores) < MIN_SEEDS or (
-            std is not None and best_seed - sign * mean > LUCKY_SIGMAS * std
-        )
         rows.append(
             {
                 "experiment": name,
                 "group": group,
-                "n_seeds": len(scores),
-                "mean": mean,
-                "std": std,
+                "n_seeds": int(scores.size),
+                "n_runs": len(members),
+                "mean": float(scores.mean()),
+                "std": float(scores.std(ddof=1)) if scores.size > 1 else None,
                 "ci_low": None if ci is None else ci.low,
                 "ci_high": None if ci is None else ci.high,
                 "best_run_id": ranked[0][0],
                 "worst_run_id": ranked[-1][0],
-                "lucky_seed": lucky,
+                "lucky_seed": lucky_seed(scores, sign),
                 "flip_rate": _flip_rate(store, [m[2] for m in ranked], metric) if flips else None,
+                "seed_scores": scores,
             }
         )
     rows.sort(key=lambda r: (-sign * float(r["mean"]), str(r["experiment"]), str(r["group"])))
     return rows
+
+
+def lucky_seed(scores: np.ndarray, sign: float = 1.0, alpha: float = 0.05) -> bool | None:
+    """Whether the best of ``scores`` (one per seed) lies beyond the others' t prediction
+    bound at level ``1 - alpha/n``; None for fewer than :data:`MIN_SEEDS` seeds."""
+    n = int(scores.size)
+    if n < MIN_SEEDS:
+        return None
+    signed = sign * np.asarray(scores, dtype=np.float64)
+    best = int(np.argmax(signed))
+    others = np.delete(signed, best)
+    gap = float(signed[best] - others.mean())
+    spread = float(others.std(ddof=1)) * math.sqrt(1 + 1 / others.size)
+    if spread == 0.0:
+        return gap > 0.0  # every other seed agrees exactly and the best does not
+    return t_sf(gap / spread, others.size - 1) < alpha / n
+
+
+def seed_value(run: dict[str, Any], seed_keys: Collection[str] = SEED_KEYS) -> str:
+    """The run's values of its seed keys, as one text (runs with equal text are one seed)."""
+    found = sorted(
+        (key, repr(value))
+        for key, value in flatten(run.get("config") or {}).items()
+        if any(fnmatch.fnmatchcase(key.rsplit(".", 1)[-1], p) for p in seed_keys)
+    )
+    return repr(found)
 
 
 Member = tuple[str, float, dict[str, Any]]
@@ -102,8 +159,8 @@ def _groups(
     from warehouse.query import views
 
     named = f"experiment:{views.quote(experiment)}" if experiment else None
-    fields = ("run_id", "experiment", "config_hash_noseed", "sample_counts", "metrics_ci",
-              "ended_at", metric.path)  # fmt: skip
+    fields = ("run_id", "experiment", "config_hash_noseed", "config", "sample_counts",
+              "metrics_ci", "ended_at", metric.path)  # fmt: skip
     found = views.runs(store, views.and_filters(filter, named), limit=None, fields=fields)
     groups: dict[tuple[str, str], list[Member]] = {}
     for run in found:
@@ -118,26 +175,35 @@ def _groups(
 
 
 def over_time_by_group(
-    store: Store, metric: Metric, *, filter: str | None = None, limit: int | None = None
+    store: Store,
+    metric: Metric,
+    *,
+    filter: str | None = None,
+    limit: int | None = None,
+    seed_keys: Collection[str] = SEED_KEYS,
 ) -> list[dict[str, Any]]:
     """The running best of replicate-group means over time: one point per group, at the end
-    of its last run, so one lucky seed cannot set a record on its own."""
+    of its last run. Only a group of two seeds or more can set a record, so one lucky seed
+    cannot set one on its own; a single-seed group's point is marked ``single_seed``."""
     sign = 1.0 if metric.direction == "max" else -1.0
     points = []
     for (name, group), members in _groups(store, metric, None, filter).items():
         ends = [_ended(m[2]) for m in members]
         if "~" in ends:  # a seed still running: the group's mean is not final yet
             continue
-        mean = float(np.mean([m[1] for m in members]))
-        points.append((max(ends), name, group, len(members), mean))
+        by_seed: dict[str, list[float]] = {}
+        for _, score, run in members:
+            by_seed.setdefault(seed_value(run, seed_keys), []).append(score)
+        mean = float(np.mean([np.mean(v) for v in by_seed.values()]))
+        points.append((max(ends), name, group, len(by_seed), mean))
     points.sort(key=lambda p: (p[0], p[1], p[2]))
     rows: list[dict[str, Any]] = []
     best: tuple[float, str, str] | None = None
     for ended, name, group, n, mean in points:
-        new = best is None or sign * mean > sign * best[0]
+        single = n < MIN_RANKED
+        new = not single and (best is None or sign * mean > sign * best[0])
         if new:
             best = (mean, name, group)
-        assert best is not None
         rows.append(
             {
                 "ended_at": ended,
@@ -145,27 +211,53 @@ def over_time_by_group(
                 "group": group,
                 "n_seeds": n,
                 "mean": mean,
-                "best_so_far": best[0],
-                "best_experiment": best[1],
-                "best_group": best[2],
+                "best_so_far": None if best is None else best[0],
+                "best_experiment": None if best is None else best[1],
+                "best_group": None if best is None else best[2],
                 "is_new_best": new,
+                "single_seed": single,
             }
         )
     return rows[-limit:] if limit else rows
 
 
 def leaderboard_by_group(
-    store: Store, metric: Metric, *, filter: str | None = None, limit: int | None = None
+    store: Store,
+    metric: Metric,
+    *,
+    filter: str | None = None,
+    limit: int | None = None,
+    seed_keys: Collection[str] = SEED_KEYS,
 ) -> list[dict[str, Any]]:
-    """Experiments ranked by their best replicate group's mean."""
-    best: dict[str, dict[str, Any]] = {}
-    for row in replicates(store, metric, filter=filter, flips=False):
-        best.setdefault(row["experiment"], row)  # rows come best mean first
-    ranked = list(best.values())[:limit] if limit else list(best.values())
-    return [
-        {"rank": rank, **{k: row[k] for k in BY_GROUP_COLUMNS if k != "rank"}}
-        for rank, row in enumerate(ranked, 1)
-    ]
+    """Experiments ranked by their best replicate group's mean among groups of two seeds or
+    more; experiments with single-seed groups only come after, unranked (``rank`` None,
+    ``single_seed``). ``vs_next_*``: Welch's t of the next ranked group's seeds against this
+    one's (next minus this): is this *setup* better, across seeds?"""
+    ranked: dict[str, dict[str, Any]] = {}
+    single: dict[str, dict[str, Any]] = {}
+    for row in _group_rows(store, metric, None, filter, False, seed_keys):  # best mean first
+        pool = ranked if row["n_seeds"] >= MIN_RANKED else single
+        pool.setdefault(row["experiment"], row)
+    order = list(ranked.values()) + [r for e, r in single.items() if e not in ranked]
+    if limit:
+        order = order[:limit]
+    out = []
+    for i, row in enumerate(order):
+        is_ranked = row["n_seeds"] >= MIN_RANKED
+        compared = None
+        if is_ranked and i + 1 < len(order) and order[i + 1]["n_seeds"] >= MIN_RANKED:
+            compared = stats.welch(row["seed_scores"], order[i + 1]["seed_scores"])
+        out.append(
+            {
+                "rank": i + 1 if is_ranked else None,
+                **{k: row[k] for k in BY_GROUP_COLUMNS[1:9]},
+                "single_seed": not is_ranked,
+                "vs_next_diff": None if compared is None else compared.diff,
+                "vs_next_p": None if compared is None else compared.p,
+                "vs_next_mde": None if compared is None else compared.mde(),
+            }
+        )
+    return out
 
 
 def _ended(run: dict[str, Any]) -> str:
@@ -207,4 +299,13 @@ def _floats(column: Any) -> np.ndarray:
     return values
 
 
-__all__ = ["BY_GROUP_COLUMNS", "REPLICATE_COLUMNS", "leaderboard_by_group", "replicates"]
+__all__ = [
+    "BY_GROUP_COLUMNS",
+    "OVER_TIME_BY_GROUP_COLUMNS",
+    "REPLICATE_COLUMNS",
+    "leaderboard_by_group",
+    "lucky_seed",
+    "over_time_by_group",
+    "replicates",
+    "seed_value",
+]

@@ -6,8 +6,10 @@ Elasticsearch, an Arrow group-by locally), so a slice of a million samples costs
 - :func:`slices`: for each chosen run (by default each experiment's best run), the mean of a
   per-sample column in each slice (a value of a metadata column such as ``label``, or an
   equal-width bin of a numeric one: ``size:bins=5``), with its 95 % interval (exact binomial
-  for 0/1 columns; other columns get the mean and ``n`` only, as no store sums squares) and the
-  gap to the run's overall mean; the worst slices first.
+  for 0/1 columns; other columns, and samples the run declared clustered, get the mean and
+  ``n`` only, as no store sums squares or clusters) and the
+  gap to the run's score over *all* its samples, labelled or not (a corpus metric's slices
+  are its ratio in the slice); the worst slices first.
 - :func:`hardest`: across runs, the samples most runs got wrong (a 0/1 column), with how many
   runs saw each, and the best run's output of each to look at.
 """
@@ -21,25 +23,18 @@ from typing import Any
 from warehouse.errors import ConfigurationError
 from warehouse.models import Metric
 from warehouse.query import stats
-from warehouse.query.evidence import candidate_columns, resolve_run
+from warehouse.query.aggregates import Aggregate
+from warehouse.query.evidence import (
+    candidate_aggregates,
+    candidate_columns,
+    cluster_of,
+    resolve_run,
+)
+from warehouse.query.gate import parse_by as parse_by
 from warehouse.stores.base import Group, GroupQuery, Store
 
 SLICE_COLUMNS = ("experiment", "run_id", "{by}", "n", "mean", "ci_low", "ci_high", "gap")
 HARDEST_COLUMNS = ("sample_id", "runs", "wrong", "error_rate", "output_uri")
-
-
-def parse_by(spec: str) -> tuple[str, int | None]:
-    """``label`` → ``("label", None)``; ``size:bins=5`` → ``("size", 5)``."""
-    name, _, option = spec.partition(":")
-    if not option:
-        return name.strip(), None
-    key, _, value = option.partition("=")
-    if key.strip() != "bins" or not value.strip().isdigit() or int(value) < 1:
-        raise ConfigurationError(
-            f"cannot read --by {spec!r}: write a sample column (label) or a numeric one cut "
-            "into bins (size:bins=5)"
-        )
-    return name.strip(), int(value)
 
 
 def chosen_runs(
@@ -67,23 +62,40 @@ def slices(
     filter: str | None = None,
     min_n: int = 0,
 ) -> list[dict[str, Any]]:
-    """The metric per slice value of each chosen run, the worst slices first."""
+    """The metric per slice value of each chosen run, the worst slices first; ``gap`` is the
+    slice's score minus the run's score over all its samples (labelled or not)."""
     name, bins = parse_by(by)
     where = split or metric.split
     chosen = [r for r in chosen_runs(store, metric, runs, filter) if _has_samples(r, where)]
     if not chosen:
         return []
     query = GroupQuery(tuple(str(r["run_id"]) for r in chosen), where, name, "", bins=bins)
-    groups = _first_answer(store, query, candidate_columns(chosen[0], where, metric, column))
+    aggregate, groups = _first_answer(
+        store, query, candidate_aggregates(chosen[:1], where, metric, column)
+    )
+    overall = {
+        g.run_id: g.mean
+        for g in _scores(store, replace(query, by="split", bins=None), aggregate)
+        if g.run_id is not None and g.mean is not None
+    }
     experiment = {str(r["run_id"]): r.get("experiment") for r in chosen}
-    overall = _overall(groups)
+    clustered = cluster_of(chosen, where, metric, None) is not None
     top = max((g.key[1] for g in groups if isinstance(g.key, tuple)), default=None)
     rows = []
     for g in groups:
         if g.n < min_n or g.run_id is None:
             continue
         mean = g.mean
-        ci = stats.binomial_interval(int(g.total), g.n) if _binary(g) else None
+        ci = None
+        # a slice's exact interval assumes independent samples: none where they are clustered
+        if aggregate.kind == "mean" and _binary(g) and not clustered:
+            found = stats.binomial_interval(int(g.total), g.n)
+            ci = (
+                None
+                if found is None
+                else (aggregate.scale * found.low, aggregate.scale * found.high)
+            )
+        full = overall.get(g.run_id)
         rows.append(
             {
                 "experiment": experiment.get(g.run_id),
@@ -91,9 +103,9 @@ def slices(
                 name: _shown_key(g.key, top),
                 "n": g.n,
                 "mean": mean,
-                "ci_low": None if ci is None else ci.low,
-                "ci_high": None if ci is None else ci.high,
-                "gap": None if mean is None else mean - overall[g.run_id],
+                "ci_low": None if ci is None else ci[0],
+                "ci_high": None if ci is None else ci[1],
+                "gap": None if mean is None or full is None else mean - full,
             }
         )
     worst_first = 1.0 if metric.direction == "max" else -1.0
@@ -133,8 +145,10 @@ def hardest(
         order="wrong",
         limit=limit,
     )
-    candidates = candidate_columns(with_samples[0], where, metric, column)
-    groups = [g for g in _first_answer(store, query, candidates) if g.wrong]
+    candidates = [
+        Aggregate("mean", (c,)) for c in candidate_columns(with_samples[0], where, metric, column)
+    ]
+    groups = [g for g in _first_answer(store, query, candidates)[1] if g.wrong]
     uris = _outputs(store, str(with_samples[0]["run_id"]), where, [g.key for g in groups])
     return [
         {
@@ -148,17 +162,47 @@ def hardest(
     ]
 
 
-def _first_answer(store: Store, query: GroupQuery, columns: Sequence[str]) -> list[Group]:
-    """The groups of the first candidate column the runs have (an absent column answers
-    nothing, on every store)."""
-    for column in columns:
-        groups = store.group_samples(replace(query, column=column))
+def _first_answer(
+    store: Store, query: GroupQuery, candidates: Sequence[Aggregate]
+) -> tuple[Aggregate, list[Group]]:
+    """The groups of the first candidate the runs have (an absent column answers nothing,
+    on every store), with each group's score (``total``/``n`` as the aggregate's ratio)."""
+    for aggregate in candidates:
+        groups = _scores(store, query, aggregate)
         if groups:
-            return groups
+            return aggregate, groups
+    wanted = " or ".join(a.text for a in candidates) or "the metric"
     raise ConfigurationError(
-        f"no per-sample column {' or '.join(map(repr, columns)) or 'for the metric'} in these "
-        "runs' samples; name one with --metric COLUMN (a 0/1 column such as correct)"
+        f"no per-sample values for {wanted} in these runs' samples; name a column with "
+        "--column COLUMN (a 0/1 column such as correct) or a formula such as "
+        "'sum(matches)/sum(length)'"
     )
+
+
+def _scores(store: Store, query: GroupQuery, aggregate: Aggregate) -> list[Group]:
+    """Groups whose ``mean`` is the aggregate's value in the group: a plain mean's groups as
+    the store counts them; a ratio's numerator sums over its denominator's (``n`` rows)."""
+    first = store.group_samples(replace(query, column=aggregate.columns[0]))
+    if aggregate.kind == "mean":
+        if aggregate.scale == 1.0:
+            return first
+        return [replace(g, total=aggregate.scale * g.total) for g in first]
+    second = {
+        (g.run_id, _hashable(g.key)): g
+        for g in store.group_samples(replace(query, column=aggregate.columns[1]))
+    }
+    found = []
+    for g in first:
+        den = second.get((g.run_id, _hashable(g.key)))
+        if den is None or den.total == 0:
+            continue
+        # mean = total / n must be sum(num) / sum(den): keep n, scale the total
+        found.append(replace(g, total=aggregate.scale * g.total / den.total * g.n, wrong=0))
+    return found
+
+
+def _hashable(key: Any) -> Any:
+    return tuple(key) if isinstance(key, list) else key
 
 
 def _has_samples(run: dict[str, Any], split: str) -> bool:
@@ -167,17 +211,6 @@ def _has_samples(run: dict[str, Any], split: str) -> bool:
 
 def _binary(group: Group) -> bool:
     return group.total + group.wrong == group.n and float(group.total).is_integer()
-
-
-def _overall(groups: Sequence[Group]) -> dict[str, float]:
-    """Each run's mean of the column over all its slices."""
-    totals: dict[str, list[float]] = {}
-    for g in groups:
-        if g.run_id is not None:
-            acc = totals.setdefault(g.run_id, [0.0, 0.0])
-            acc[0] += g.total
-            acc[1] += g.n
-    return {run: t / n for run, (t, n) in totals.items() if n}
 
 
 def _shown_key(key: Any, top: float | None) -> Any:

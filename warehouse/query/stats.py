@@ -1,109 +1,76 @@
-"""The statistics of the evidence views, written once: intervals and paired comparisons.
+"""The statistics of the evidence views, written once: intervals, comparisons and their power.
 
-Everything here works on per-sample values (numpy arrays), never on stores. The rules:
+Everything here works on numpy arrays, never on stores. A score is a *ratio of sums over
+units*: ``R = sum(num) / sum(den)``. A per-sample mean is the case ``den = 1`` with one unit
+per sample; a corpus metric (``sum(matches) / sum(length)``) has its own ``den``; with a
+cluster column (samples sharing a passage, a conversation, a prompt), a unit is a cluster
+and its ``num``/``den`` are the cluster's sums. One rule then gives every interval and test
+(the linearization, or delta method, of Miller 2024, "Adding Error Bars to Evals"):
 
-- **Interval of a score** (:func:`interval`), 95 % by default:
-  - a 0/1 column (``correct``): the exact binomial interval of Clopper and Pearson, from the
-    number of successes — no approximation, no randomness;
-  - any other column: a percentile bootstrap of the mean (2,000 resamples) up to
-    :data:`BOOTSTRAP_MAX_N` samples, and beyond that the normal interval
-    ``mean ± 1.96·sd/√n`` that the bootstrap converges to. The bootstrap's seed is derived
-    from a key (the run id, split and metric), so an interval never changes when recomputed.
-- **Paired comparison** of two runs on the samples both have (:func:`paired`): the mean of the
-  per-sample differences ``b - a``, its 95 % interval (normal, from the differences' spread),
-  and a two-sided p-value — exact McNemar (a binomial test on the discordant pairs) when both
-  columns are 0/1, else the normal test of the mean difference.
+- **Interval of a score** (:func:`ratio_interval`): ``R ± t(G-1) * se`` with
+  ``se^2 = G/(G-1) * sum((num - R*den)^2) / sum(den)^2`` over the ``G`` units. With
+  ``den = 1`` this is exactly Student's t interval of the mean; with clusters it is the
+  cluster-robust one. A 0/1 column without clusters gets the exact Clopper-Pearson
+  interval instead (:func:`interval`).
+- **Paired comparison** of two runs on the same units (:func:`paired`): the difference of
+  the two ratios, linearized unit by unit, with a t test on ``G - 1`` degrees of freedom;
+  for two 0/1 columns without clusters the exact McNemar test, conditional on the
+  discordant pairs, and the interval that inverts it (:class:`McNemarEngine`).
+- **Unpaired comparison** (:func:`unpaired`): Welch's t on the two linearized variances
+  (two proportions: the Agresti-Caffo interval and its z test).
+- **Seeds** (:func:`welch`, :func:`prediction`): the same on one score per seed.
+
+Every comparison's p-value comes from the same engine as its interval, so "significant" and
+"the interval excludes 0" never disagree, at any level (:meth:`Comparison.p_at`,
+:meth:`Comparison.bounds`); :meth:`Comparison.mde` is the smallest true difference the
+comparison detects with 80 % power.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-Z95 = 1.959963984540054
-"""The two-sided 95 % quantile of the standard normal."""
-BOOTSTRAP_RESAMPLES = 2_000
-BOOTSTRAP_MAX_N = 5_000
-"""Above this many samples the normal interval replaces the bootstrap (they agree there)."""
-SIGNIFICANT = 0.05
+from warehouse.query.distributions import clopper_pearson, t_quantile
+from warehouse.query.engines import POWER as POWER
+from warehouse.query.engines import SIGNIFICANT as SIGNIFICANT
+from warehouse.query.engines import BootstrapEngine as BootstrapEngine
+from warehouse.query.engines import Comparison as Comparison
+from warehouse.query.engines import Engine as Engine
+from warehouse.query.engines import McNemarEngine as McNemarEngine
+from warehouse.query.engines import TEngine as TEngine
 
 
 @dataclass(frozen=True)
 class Interval:
-    """A score's 95 % interval over ``n`` samples, and how it was computed."""
+    """A score's interval over ``n`` samples (``clusters`` units when clustered), and how it
+    was computed."""
 
     low: float
     high: float
     n: int
-    method: str  # "clopper-pearson", "bootstrap", "normal"
+    method: str  # "clopper-pearson", "student-t", "clustered-t", "linearized-t"
+    estimate: float | None = None
+    clusters: int | None = None
 
     def as_dict(self) -> dict[str, float | int | str]:
-        return {"low": self.low, "high": self.high, "n": self.n, "method": self.method}
-
-
-@dataclass(frozen=True)
-class Paired:
-    """Run B against run A on their shared samples: ``diff`` = mean(b - a)."""
-
-    n: int
-    diff: float
-    low: float
-    high: float
-    p: float
-    test: str  # "mcnemar", "normal"
-    fixed: int = 0  # 0/1 columns: wrong in A, right in B
-    broke: int = 0  # right in A, wrong in B
+        found: dict[str, float | int | str] = {
+            "low": self.low,
+            "high": self.high,
+            "n": self.n,
+            "method": self.method,
+        }
+        if self.clusters is not None:
+            found["clusters"] = self.clusters
+        return found
 
     @property
-    def significant(self) -> bool:
-        return self.p < SIGNIFICANT
-
-
-class Summary:
-    """A column seen batch by batch, enough for its interval: counts, sums, and the values
-    themselves while they are few enough for the bootstrap."""
-
-    def __init__(self, keep: int = BOOTSTRAP_MAX_N) -> None:
-        self.n = 0
-        self.total = 0.0
-        self.total_sq = 0.0
-        self.nonzero = 0
-        self.binary = True
-        self.keep = keep
-        self.kept: list[np.ndarray] = []
-
-    def add(self, values: np.ndarray) -> None:
-        """Take one batch of the column (non-finite values are not samples)."""
-        data = values.astype(np.float64, copy=False)
-        data = data[np.isfinite(data)]
-        if not data.size:
-            return
-        self.n += int(data.size)
-        self.total += float(data.sum())
-        self.total_sq += float(np.dot(data, data))
-        self.nonzero += int(np.count_nonzero(data))
-        self.binary = self.binary and is_binary(data)
-        if self.n <= self.keep:
-            self.kept.append(data)
-        else:
-            self.kept = []
-
-    def interval(self, *key: str) -> Interval | None:
-        """The same interval :func:`interval` gives over all the values added."""
-        if self.n == 0:
-            return None
-        if self.binary:
-            low, high = clopper_pearson(self.nonzero, self.n)
-            return Interval(low, high, self.n, "clopper-pearson")
-        if self.kept:
-            return interval(np.concatenate(self.kept), *key)
-        mean = self.total / self.n
-        variance = max(0.0, (self.total_sq - self.n * mean * mean) / (self.n - 1))
-        half = Z95 * math.sqrt(variance) / math.sqrt(self.n)
-        return Interval(mean - half, mean + half, self.n, "normal")
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2
 
 
 def is_binary(values: np.ndarray) -> bool:
@@ -116,188 +83,381 @@ def seed_of(*key: str) -> int:
     return int.from_bytes(hashlib.sha256(":".join(key).encode()).digest()[:8], "big")
 
 
-def interval(values: np.ndarray, *key: str, level: float = 0.95) -> Interval | None:
-    """The interval of the mean of ``values`` (finite ones); None without any."""
-    finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
-    n = int(finite.size)
-    if n == 0:
-        return None
-    if is_binary(finite):
-        low, high = clopper_pearson(int(np.count_nonzero(finite)), n, level)
-        return Interval(low, high, n, "clopper-pearson")
-    data = finite.astype(np.float64)
-    if n <= BOOTSTRAP_MAX_N:
-        rng = np.random.default_rng(seed_of(*key))
-        means = np.empty(BOOTSTRAP_RESAMPLES)
-        for start in range(0, BOOTSTRAP_RESAMPLES, 250):  # bounded memory: 250 x n at a time
-            picks = rng.integers(0, n, size=(min(250, BOOTSTRAP_RESAMPLES - start), n))
-            means[start : start + len(picks)] = data[picks].mean(axis=1)
-        tail = (1 - level) / 2
-        low, high = np.quantile(means, [tail, 1 - tail])
-        return Interval(float(low), float(high), n, "bootstrap")
-    mean, half = float(data.mean()), _z(level) * float(data.std(ddof=1)) / math.sqrt(n)
-    return Interval(mean - half, mean + half, n, "normal")
+def finite(values: np.ndarray) -> np.ndarray:
+    """The finite values as float64 (NaN, None and ±inf are not samples)."""
+    data = np.asarray(values, dtype=np.float64)
+    return data[np.isfinite(data)]
 
 
-def paired(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> Paired | None:
-    """B against A sample by sample (``a[i]`` and ``b[i]`` are the same sample)."""
-    keep = np.isfinite(a) & np.isfinite(b)
-    a, b = a[keep].astype(np.float64), b[keep].astype(np.float64)
-    n = int(a.size)
-    if n == 0:
+# --- one score ----------------------------------------------------------------------------
+
+
+def interval(
+    values: np.ndarray, *key: str, level: float = 0.95, clusters: np.ndarray | None = None
+) -> Interval | None:
+    """The interval of the mean of ``values`` (finite ones; ``clusters``: each value's
+    cluster, same length); None without any. ``key`` is kept for callers that name the
+    score; the interval itself involves no randomness."""
+    data = np.asarray(values, dtype=np.float64)
+    keep = np.isfinite(data)
+    if clusters is None:
+        data = data[keep]
+        if data.size == 0:
+            return None
+        if is_binary(data):
+            return binomial_interval(int(np.count_nonzero(data)), int(data.size), level)
+        return ratio_interval(data, np.ones_like(data), level, samples=int(data.size))
+    num, den = cluster_sums(clusters[keep], data[keep])
+    return ratio_interval(num, den, level, samples=int(keep.sum()), clustered=True)
+
+
+def binomial_interval(hits: int, n: int, level: float = 0.95) -> Interval | None:
+    """Clopper-Pearson's exact interval as an :class:`Interval` (None for no trials)."""
+    if n <= 0:
         return None
-    d = b - a
-    mean = float(d.mean())
-    spread = float(d.std(ddof=1)) if n > 1 else 0.0
-    half = _z(level) * spread / math.sqrt(n)
-    if is_binary(a) and is_binary(b):
-        fixed = int(np.count_nonzero((a == 0) & (b == 1)))
-        broke = int(np.count_nonzero((a == 1) & (b == 0)))
-        p = mcnemar(fixed, broke)
-        return Paired(n, mean, mean - half, mean + half, p, "mcnemar", fixed, broke)
-    if spread == 0.0:
-        p = 1.0 if mean == 0.0 else 0.0
-    else:
-        p = 2 * _normal_sf(abs(mean) / (spread / math.sqrt(n)))
-    return Paired(n, mean, mean - half, mean + half, min(1.0, p), "normal")
+    low, high = clopper_pearson(hits, n, level)
+    return Interval(low, high, n, "clopper-pearson", hits / n)
+
+
+def ratio_interval(
+    num: np.ndarray,
+    den: np.ndarray,
+    level: float = 0.95,
+    *,
+    samples: int | None = None,
+    clustered: bool = False,
+) -> Interval | None:
+    """The linearized t interval of ``sum(num) / sum(den)`` over its units (one per row)."""
+    units = int(num.size)
+    total = float(den.sum())
+    if units == 0 or total == 0.0:
+        return None
+    ratio = float(num.sum()) / total
+    if units < 2:
+        return None
+    se = linearized_se(num, den, ratio, total)
+    half = t_quantile(1 - (1 - level) / 2, units - 1) * se
+    method = "clustered-t" if clustered else ("student-t" if np.all(den == 1) else "linearized-t")
+    return Interval(
+        ratio - half,
+        ratio + half,
+        units if samples is None else samples,
+        method,
+        ratio,
+        units if clustered else None,
+    )
+
+
+def linearized_se(num: np.ndarray, den: np.ndarray, ratio: float, total: float) -> float:
+    """The standard error of ``sum(num)/sum(den)``: the residuals ``num - R*den`` (centred,
+    so large offsets cancel exactly) summed in squares, scaled by ``G/(G-1)``."""
+    units = num.size
+    residual = (num - ratio * den) / total
+    return math.sqrt(units / (units - 1) * float(np.dot(residual, residual)))
+
+
+def cluster_sums(clusters: np.ndarray, *columns: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each cluster's sum of every column, and its count as the last column."""
+    _, index = np.unique(np.asarray(clusters, dtype=object).astype(str), return_inverse=True)
+    groups = int(index.max()) + 1 if index.size else 0
+    sums = tuple(np.bincount(index, weights=c, minlength=groups) for c in columns)
+    return (*sums, np.bincount(index, minlength=groups).astype(np.float64))
 
 
 def mean_interval(values: np.ndarray, level: float = 0.95) -> Interval | None:
     """Student's t interval of the mean of a few values (seeds): None for fewer than two."""
-    data = values[np.isfinite(values)].astype(np.float64)
-    n = int(data.size)
-    if n < 2:
+    data = finite(values)
+    if data.size < 2:
         return None
-    half = t_quantile(1 - (1 - level) / 2, n - 1) * float(data.std(ddof=1)) / math.sqrt(n)
-    mean = float(data.mean())
-    return Interval(mean - half, mean + half, n, "student-t")
+    return ratio_interval(data, np.ones_like(data), level)
 
 
-def t_quantile(q: float, df: int) -> float:
-    """The ``q`` quantile of Student's t with ``df`` degrees of freedom (``q`` > 0.5)."""
-    lo, hi = 0.0, 1e6
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if t_cdf(mid, df) < q:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+# --- two scores ---------------------------------------------------------------------------
 
 
-def t_cdf(t: float, df: int) -> float:
-    """P(T <= t) for Student's t with ``df`` degrees of freedom."""
-    tail = 0.5 * regularized_beta(df / (df + t * t), df / 2, 0.5)
-    return 1 - tail if t >= 0 else tail
-
-
-def binomial_interval(hits: int, n: int) -> Interval | None:
-    """:func:`clopper_pearson` as an :class:`Interval` (None for no trials)."""
-    if n <= 0:
+def paired(
+    a: np.ndarray, b: np.ndarray, level: float = 0.95, clusters: np.ndarray | None = None
+) -> Comparison | None:
+    """B against A sample by sample (``a[i]`` and ``b[i]`` are the same sample)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    keep = np.isfinite(a) & np.isfinite(b)
+    a, b = a[keep], b[keep]
+    n = int(a.size)
+    if n == 0:
         return None
-    low, high = clopper_pearson(hits, n)
-    return Interval(low, high, n, "clopper-pearson")
+    if clusters is None and is_binary(a) and is_binary(b):
+        fixed = int(np.count_nonzero((a == 0) & (b == 1)))
+        broke = int(np.count_nonzero((a == 1) & (b == 0)))
+        engine = McNemarEngine(fixed, broke, n)
+        return Comparison(
+            (fixed - broke) / n, n, "mcnemar", engine, fixed=fixed, broke=broke, level=level
+        )
+    ones = np.ones_like(a)
+    if clusters is None:
+        return paired_ratio(a, ones, b, ones, level=level, samples=n)
+    sa, sb, count = cluster_sums(np.asarray(clusters)[keep], a, b)
+    return paired_ratio(sa, count, sb, count, level=level, samples=n, clustered=True)
 
 
-def mcnemar(b: int, c: int) -> float:
-    """The exact two-sided McNemar p-value of ``b`` and ``c`` discordant pairs."""
-    k, m = min(b, c), b + c
-    if m == 0:
-        return 1.0
-    # P(X <= k) for X ~ Binomial(m, 1/2), summed in log space: 2.0**m overflows a float
-    # past about a thousand discordant pairs (a 3 % change on 100k samples has 3,000)
-    log_half = m * math.log(0.5)
-    terms = [math.lgamma(m + 1) - math.lgamma(i + 1) - math.lgamma(m - i + 1) for i in range(k + 1)]
-    top = max(terms)
-    tail = math.exp(top + log_half) * sum(math.exp(t - top) for t in terms)
-    return min(1.0, 2 * tail)
+def paired_ratio(
+    num_a: np.ndarray,
+    den_a: np.ndarray,
+    num_b: np.ndarray,
+    den_b: np.ndarray,
+    *,
+    level: float = 0.95,
+    samples: int | None = None,
+    clustered: bool = False,
+) -> Comparison | None:
+    """B's ``sum(num)/sum(den)`` minus A's, on the same units: the linearized paired t."""
+    units = int(num_a.size)
+    total_a, total_b = float(den_a.sum()), float(den_b.sum())
+    if units < 2 or total_a == 0.0 or total_b == 0.0:
+        return None
+    ra, rb = float(num_a.sum()) / total_a, float(num_b.sum()) / total_b
+    residual = (num_b - rb * den_b) / total_b - (num_a - ra * den_a) / total_a
+    se = math.sqrt(units / (units - 1) * float(np.dot(residual, residual)))
+    engine = TEngine(rb - ra, se, units - 1)
+    return Comparison(
+        rb - ra,
+        units if samples is None else samples,
+        "clustered-t" if clustered else "paired-t",
+        engine,
+        clusters=units if clustered else None,
+        level=level,
+    )
 
 
-def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """The exact binomial interval of ``k`` successes in ``n`` trials."""
-    alpha = 1 - level
-    low = 0.0 if k == 0 else beta_quantile(alpha / 2, k, n - k + 1)
-    high = 1.0 if k == n else beta_quantile(1 - alpha / 2, k + 1, n - k)
-    return low, high
+def paired_bootstrap(
+    num_a: np.ndarray,
+    den_a: np.ndarray,
+    num_b: np.ndarray,
+    den_b: np.ndarray,
+    *key: str,
+    resamples: int = 2_000,
+    level: float = 0.95,
+    samples: int | None = None,
+    clustered: bool = False,
+) -> Comparison | None:
+    """The paired bootstrap of B's ratio minus A's: units drawn with replacement, the same
+    draw for both runs; seeded from ``key`` so it never changes when recomputed."""
+    units = int(num_a.size)
+    if units < 2 or float(den_a.sum()) == 0.0 or float(den_b.sum()) == 0.0:
+        return None
+    rng = np.random.default_rng(seed_of(*key))
+    draws = np.empty(resamples)
+    chunk = max(1, min(resamples, 2_000_000 // units))  # bounded memory: chunk x units
+    for start in range(0, resamples, chunk):
+        size = min(chunk, resamples - start)
+        picks = rng.integers(0, units, size=(size, units))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ra = num_a[picks].sum(axis=1) / den_a[picks].sum(axis=1)
+            rb = num_b[picks].sum(axis=1) / den_b[picks].sum(axis=1)
+        draws[start : start + size] = rb - ra
+    draws = np.sort(draws[np.isfinite(draws)])
+    if draws.size < resamples // 2:
+        return None
+    diff = float(num_b.sum() / den_b.sum() - num_a.sum() / den_a.sum())
+    return Comparison(
+        diff,
+        units if samples is None else samples,
+        "bootstrap",
+        BootstrapEngine(draws),
+        clusters=units if clustered else None,
+        level=level,
+    )
 
 
-def beta_quantile(q: float, a: float, b: float) -> float:
-    """``x`` with ``I_x(a, b) = q`` (the regularized incomplete beta), by bisection."""
-    lo, hi = 0.0, 1.0
-    for _ in range(100):  # 2^-100: far below double precision
-        mid = (lo + hi) / 2
-        if regularized_beta(mid, a, b) < q:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+def unpaired(
+    a: np.ndarray,
+    b: np.ndarray,
+    level: float = 0.95,
+    clusters_a: np.ndarray | None = None,
+    clusters_b: np.ndarray | None = None,
+) -> Comparison | None:
+    """B against A on different samples: two proportions (0/1 columns, Agresti-Caffo) or
+    Welch's t of the means (cluster-robust with clusters)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    ka, kb = np.isfinite(a), np.isfinite(b)
+    xa, xb = a[ka], b[kb]
+    if xa.size == 0 or xb.size == 0:
+        return None
+    if clusters_a is None and clusters_b is None and is_binary(xa) and is_binary(xb):
+        return two_proportions(int(xa.sum()), int(xa.size), int(xb.sum()), int(xb.size), level)
+    if clusters_a is None or clusters_b is None:
+        return unpaired_ratio(
+            xa,
+            np.ones_like(xa),
+            xb,
+            np.ones_like(xb),
+            level=level,
+            samples=(int(xa.size), int(xb.size)),
+        )
+    sa, ca = cluster_sums(np.asarray(clusters_a)[ka], xa)
+    sb, cb = cluster_sums(np.asarray(clusters_b)[kb], xb)
+    return unpaired_ratio(
+        sa, ca, sb, cb, level=level, samples=(int(xa.size), int(xb.size)), clustered=True
+    )
 
 
-def regularized_beta(x: float, a: float, b: float) -> float:
-    """``I_x(a, b)`` by its continued fraction (Lentz), accurate to ~1e-14."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-    log_front += a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1) / (a + b + 2):
-        return math.exp(log_front) * _beta_fraction(x, a, b) / a
-    return 1.0 - math.exp(log_front) * _beta_fraction(1 - x, b, a) / b
+def two_proportions(
+    hits_a: int, n_a: int, hits_b: int, n_b: int, level: float = 0.95
+) -> Comparison:
+    """B's rate minus A's on independent samples: the Agresti-Caffo interval (one success
+    and one failure added to each run) and the z test on the same statistic."""
+    pa, pb = (hits_a + 1) / (n_a + 2), (hits_b + 1) / (n_b + 2)
+    se = math.sqrt(pa * (1 - pa) / (n_a + 2) + pb * (1 - pb) / (n_b + 2))
+    return Comparison(
+        hits_b / n_b - hits_a / n_a,
+        n_a,
+        "agresti-caffo",
+        TEngine(pb - pa, se, math.inf),
+        design="unpaired",
+        n_b=n_b,
+        level=level,
+    )
 
 
-def _beta_fraction(x: float, a: float, b: float) -> float:
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    result = d
-    for m in range(1, 10_000):
-        for numerator in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            result *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return result
+def unpaired_ratio(
+    num_a: np.ndarray,
+    den_a: np.ndarray,
+    num_b: np.ndarray,
+    den_b: np.ndarray,
+    *,
+    level: float = 0.95,
+    samples: tuple[int, int] | None = None,
+    clustered: bool = False,
+) -> Comparison | None:
+    """B's ratio minus A's on independent units: Welch's t on the linearized variances,
+    with Welch-Satterthwaite degrees of freedom."""
+    ga, gb = int(num_a.size), int(num_b.size)
+    total_a, total_b = float(den_a.sum()), float(den_b.sum())
+    if ga < 2 or gb < 2 or total_a == 0.0 or total_b == 0.0:
+        return None
+    ra, rb = float(num_a.sum()) / total_a, float(num_b.sum()) / total_b
+    va = linearized_se(num_a, den_a, ra, total_a) ** 2
+    vb = linearized_se(num_b, den_b, rb, total_b) ** 2
+    return _welch(
+        rb - ra,
+        va,
+        ga - 1,
+        vb,
+        gb - 1,
+        level,
+        samples or (ga, gb),
+        "welch",
+        "unpaired",
+        (ga, gb) if clustered else None,
+    )
 
 
-def _z(level: float) -> float:
-    return Z95 if level == 0.95 else math.sqrt(2) * _erfinv(level)
+def welch(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> Comparison | None:
+    """B's mean minus A's over a few independent values each (seeds): Welch's t test."""
+    xa, xb = finite(a), finite(b)
+    if xa.size < 2 or xb.size < 2:
+        return None
+    va, vb = float(xa.var(ddof=1)) / xa.size, float(xb.var(ddof=1)) / xb.size
+    diff = float(xb.mean() - xa.mean())
+    return _welch(
+        diff,
+        va,
+        xa.size - 1,
+        vb,
+        xb.size - 1,
+        level,
+        (int(xa.size), int(xb.size)),
+        "welch",
+        "seeds",
+        None,
+    )
 
 
-def _normal_sf(z: float) -> float:
-    """P(Z > z) for a standard normal."""
-    return 0.5 * math.erfc(z / math.sqrt(2))
+def prediction(scores: np.ndarray, value: float, level: float = 0.95) -> Comparison | None:
+    """One new value against a few earlier ones (a run against another setup's seeds):
+    ``value - mean(scores)`` with the t prediction error ``sd * sqrt(1 + 1/n)``."""
+    xs = finite(scores)
+    if xs.size < 2:
+        return None
+    se = float(xs.std(ddof=1)) * math.sqrt(1 + 1 / xs.size)
+    diff = value - float(xs.mean())
+    return Comparison(
+        diff,
+        int(xs.size),
+        "prediction",
+        TEngine(diff, se, xs.size - 1),
+        design="seeds",
+        n_b=1,
+        level=level,
+    )
 
 
-def _erfinv(y: float) -> float:
-    lo, hi = 0.0, 10.0
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if math.erf(mid) < y:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+def _welch(
+    diff: float,
+    va: float,
+    dfa: int,
+    vb: float,
+    dfb: int,
+    level: float,
+    sizes: tuple[int, int],
+    test: str,
+    design: str,
+    clusters: tuple[int, int] | None,
+) -> Comparison:
+    total = va + vb
+    pieces = (va * va / dfa if dfa else 0.0) + (vb * vb / dfb if dfb else 0.0)
+    df = total * total / pieces if pieces > 0 else math.inf
+    return Comparison(
+        diff,
+        sizes[0],
+        test,
+        TEngine(diff, math.sqrt(total), df),
+        design=design,
+        n_b=sizes[1],
+        clusters=None if clusters is None else clusters[0] + clusters[1],
+        level=level,
+    )
+
+
+# --- several tests at once ----------------------------------------------------------------
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (same order): reject where adjusted < alpha, and
+    the chance of any false rejection stays <= alpha over the whole family."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    adjusted = [1.0] * len(pvalues)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
 
 
 __all__ = [
+    "POWER",
     "SIGNIFICANT",
+    "BootstrapEngine",
+    "Comparison",
     "Interval",
-    "Paired",
-    "Summary",
+    "McNemarEngine",
+    "TEngine",
     "binomial_interval",
-    "clopper_pearson",
+    "cluster_sums",
+    "finite",
+    "holm",
     "interval",
     "is_binary",
-    "mcnemar",
     "mean_interval",
     "paired",
+    "paired_bootstrap",
+    "paired_ratio",
+    "prediction",
+    "ratio_interval",
     "seed_of",
-    "t_quantile",
+    "two_proportions",
+    "unpaired",
+    "unpaired_ratio",
+    "welch",
 ]

@@ -19,15 +19,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from warehouse.errors import (
-    ConfigurationError,
-    NotFound,
-    QuerySyntaxError,
-    UnknownField,
-    WarehouseError,
-)
+from warehouse.errors import ConfigurationError, NotFound, QuerySyntaxError
 from warehouse.filters.docpath import flatten, get_path
 from warehouse.models import Decomposition, Metric, decompose, resolve_metric
+from warehouse.query.bests import best_run as best_run
+from warehouse.query.bests import experiment_bests as experiment_bests
+from warehouse.query.bests import only_non_finite
+from warehouse.query.leaderboard_evidence import LEADERBOARD_EVIDENCE
 from warehouse.query.lookup import _SORT_ORDERS, _search
 from warehouse.query.lookup import and_filters as and_filters
 from warehouse.query.lookup import finite as finite
@@ -41,11 +39,8 @@ from warehouse.query.over_time import OVER_TIME_PERIOD_COLUMNS as OVER_TIME_PERI
 from warehouse.query.over_time import Interval as Interval
 from warehouse.query.over_time import over_time as over_time
 from warehouse.query.over_time import period_start as period_start
-from warehouse.query.status import lost_aware, with_shown_status
 from warehouse.stores.base import (
-    ExperimentBest,
     Order,
-    RankQuery,
     RunQuery,
     SampleQuery,
     StepRange,
@@ -94,7 +89,7 @@ def best(
             ),
         )
     except QuerySyntaxError as exc:
-        if _only_non_finite(store, m, exc):
+        if only_non_finite(store, m, exc):
             return []
         raise
     rows = []
@@ -108,45 +103,8 @@ def best(
 BEST_COLUMNS = ("rank", "experiment", "run_id", "metric", "score", "status", "ended_at")
 BEST_PER_EXPERIMENT_COLUMNS = (*BEST_COLUMNS, "run_count")
 LEADERBOARD_COLUMNS = ("rank", "experiment", "best_score", "best_run_id", "run_count", "ended_at")
-LEADERBOARD_EVIDENCE_COLUMNS = (
-    *LEADERBOARD_COLUMNS,
-    "ci_low",
-    "ci_high",
-    "n",
-    "vs_next_diff",
-    "vs_next_ci_low",
-    "vs_next_ci_high",
-    "vs_next_p",
-)
+LEADERBOARD_EVIDENCE_COLUMNS = (*LEADERBOARD_COLUMNS, *LEADERBOARD_EVIDENCE)
 """The columns of each view's rows, in order (a CSV header even when nothing matched)."""
-
-
-def experiment_bests(store: Store, m: Metric, filter: str | None) -> list[ExperimentBest]:
-    """Each experiment's best run by ``m``; none (not an error) while every value of ``m``
-    recorded so far was NaN/inf, so that no store has the field yet."""
-    try:
-        bests = store.best_per_experiment(RankQuery(m.path, m.direction, lost_aware(filter)))
-        with_shown_status([b.run for b in bests])
-        return bests
-    except QuerySyntaxError as exc:
-        if _only_non_finite(store, m, exc):
-            return []
-        raise
-
-
-def _only_non_finite(store: Store, m: Metric, exc: QuerySyntaxError) -> bool:
-    """Whether ``exc`` says ``m`` is an unknown field while runs list it as invalid."""
-    if not isinstance(exc, UnknownField) or exc.field != m.path:
-        return False
-    try:
-        return bool(
-            _search(
-                store,
-                RunQuery(filter=f"invalid_metrics:{quote(m.label)}", limit=1, fields=("run_id",)),
-            )
-        )
-    except WarehouseError:  # no run lists any invalid metric: the field is unknown too
-        return False
 
 
 def _best_row(rank: int, run: Mapping[str, Any], m: Metric, score: float | None) -> dict[str, Any]:
@@ -161,27 +119,6 @@ def _best_row(rank: int, run: Mapping[str, Any], m: Metric, score: float | None)
     }
 
 
-def best_run(
-    store: Store,
-    metric: str,
-    direction: str | None = None,
-    filter: str | None = None,
-    experiment: str | None = None,
-) -> dict[str, Any]:
-    """The document of the best run by ``metric`` (within ``filter``/``experiment``)."""
-    m = resolve_metric(metric, direction)
-    where = and_filters(filter, f"experiment:{quote(experiment)}" if experiment else None)
-    bests = experiment_bests(store, m, where)
-    if not bests:
-        scope = f" matching {where!r}" if where else ""
-        raise NotFound(
-            f"no run{scope} has a value of {m.label}; record one, or pick another metric "
-            "with --metric split.metric",
-            metric=m.label,
-        )
-    return dict(bests[0].run)
-
-
 def leaderboard(
     store: Store,
     metric: str,
@@ -193,10 +130,11 @@ def leaderboard(
 ) -> list[dict[str, Any]]:
     """Experiments, best first: rank, experiment, best_score, best_run_id, run_count, ended_at.
 
-    With ``evidence``: also each best score's interval (``ci_low``, ``ci_high``, ``n``) and a
-    paired comparison with the next row's best run over their shared samples
-    (``vs_next_diff``, ``vs_next_ci_low``, ``vs_next_ci_high``, ``vs_next_p``):
-    :mod:`warehouse.query.evidence`."""
+    With ``evidence``: also each best score's interval (``ci_low``, ``ci_high``, ``n``,
+    widened for being the best of ``run_count`` runs) and a comparison with the next row's
+    best run (``vs_next_diff`` = the next row's score minus this row's, its interval
+    ``vs_next_ci_low``/``vs_next_ci_high``, ``vs_next_p``, ``vs_next_mde``), or why there is
+    none (``no_evidence``): :mod:`warehouse.query.leaderboard_evidence`."""
     m = resolve_metric(metric, direction)
     bests = experiment_bests(store, m, filter)
     if limit:
@@ -214,7 +152,7 @@ def leaderboard(
     ]
     if not evidence:
         return rows
-    from warehouse.query.evidence import with_evidence
+    from warehouse.query.leaderboard_evidence import with_evidence
 
     return with_evidence(store, rows, [b.run for b in bests], m)
 

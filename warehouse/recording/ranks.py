@@ -169,7 +169,12 @@ class NullRun(ActiveRun):
         """Nothing is recorded on this rank."""
 
     def log_samples(
-        self, split: str, rows: Any, *, metric_columns: Mapping[str, str] | None = None
+        self,
+        split: str,
+        rows: Any,
+        *,
+        metric_columns: Mapping[str, str] | None = None,
+        cluster: str | None = None,
     ) -> int:
         """Nothing is recorded on this rank (``rows`` is not even iterated): 0 rows."""
         return 0

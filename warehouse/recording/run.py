@@ -38,7 +38,6 @@ from warehouse.models import (
     RunError,
     RunStatus,
     decompose,
-    sample_column_for,
     utcnow,
 )
 from warehouse.objects.base import object_key
@@ -51,7 +50,7 @@ if TYPE_CHECKING:
     from warehouse.capture.scrub import RunScrub
     from warehouse.live.steps import StepLogger, StepOptions
     from warehouse.objects.base import ObjectStore
-    from warehouse.query.stats import Summary
+    from warehouse.query.summary import SplitSummary
     from warehouse.settings import Settings
     from warehouse.stores.base import Store
 
@@ -104,11 +103,9 @@ class ActiveRun:
         self._steps: StepLogger | None = None
         self._ended = False
         self._lock = threading.RLock()  # the record: the heartbeat thread saves it too
-        # per split: the summary of each numeric sample column, and the metric -> column
-        # choices given to log_samples; the intervals on the record are derived from them
-        self._columns: dict[str, dict[str, Summary]] = {}
-        self._metric_columns: dict[str, dict[str, str]] = {}
-        self._ci_cache: dict[tuple[str, str, str], dict[str, Any] | None] = {}
+        # per split: what the samples' statistics need (warehouse.query.summary); the
+        # intervals on the record (metrics_ci) are derived from them
+        self._samples: dict[str, SplitSummary] = {}
         self._names = Names()  # the names as logged behind each stored one (collisions)
         self._secrets = secrets  # the config's, scrubbed from errors
         self._resumed = resumed  # started with the run id of an earlier attempt
@@ -189,7 +186,12 @@ class ActiveRun:
 
     # samples and outputs ----------------------------------------------------------------
     def log_samples(
-        self, split: str, rows: Any, *, metric_columns: Mapping[str, str] | None = None
+        self,
+        split: str,
+        rows: Any,
+        *,
+        metric_columns: Mapping[str, str] | None = None,
+        cluster: str | None = None,
     ) -> int:
         """Record per-sample results of one split; return the number of rows written.
 
@@ -204,16 +206,20 @@ class ActiveRun:
         given twice, raise ``InvalidRecord`` and nothing of the split is stored (the split
         logged before, if any, stays).
 
-        Each of the split's metrics gets a 95 % interval from the sample column it is the mean
-        of (:func:`warehouse.models.sample_column_for`: ``metric_columns`` first, e.g.
-        ``{"acc": "correct"}``), stored on the run as ``metrics_ci.<split>.<metric>``.
+        Each of the split's metrics gets a 95 % interval (``metrics_ci.<split>.<metric>``)
+        when its samples reproduce the logged value (:mod:`warehouse.query.aggregates`):
+        ``metric_columns`` says how a metric is computed from the samples, as a column it is
+        the mean of (``{"acc": "correct"}``) or a formula (``{"bleu":
+        "sum(matches)/sum(length)"}``, ``{"acc": "100*mean(correct)"}``); otherwise the
+        naming rule's column (:func:`warehouse.models.sample_column_for`). ``cluster``: a
+        sample column whose equal values are not independent (a passage, a conversation):
+        the intervals and tests treat each cluster as one unit.
         """
+        from warehouse.query.summary import SplitSummary
+
         split_name = self._names.split(self._scrub.name(str(split), "samples"))
-        kept_columns = self._columns.get(split_name)
-        kept_choices = self._metric_columns.get(split_name)
-        self._columns[split_name] = {}
-        self._metric_columns[split_name] = dict(metric_columns or {})
-        self._ci_cache = {k: v for k, v in self._ci_cache.items() if k[0] != split_name}
+        kept = self._samples.get(split_name)
+        self._samples[split_name] = SplitSummary(metric_columns, cluster)
         with Lifecycle.current().writing():
             batches = self._sample_batches(split_name, rows)
             try:
@@ -221,12 +227,9 @@ class ActiveRun:
                     self.run_id, self.experiment, split_name, batches
                 )
             except BaseException:  # refused or failed: the split stored before still counts
-                self._columns.pop(split_name, None)
-                self._metric_columns.pop(split_name, None)
-                if kept_columns is not None:
-                    self._columns[split_name] = kept_columns
-                if kept_choices is not None:
-                    self._metric_columns[split_name] = kept_choices
+                self._samples.pop(split_name, None)
+                if kept is not None:
+                    self._samples[split_name] = kept
                 raise
         with self._lock:
             self.record.sample_counts[split_name] = count
@@ -457,20 +460,9 @@ class ActiveRun:
         rec.decomposition = decompose(rec.metrics, pm.metric, pm.direction, self.baseline_error)
 
     def _intervals(self) -> None:
-        """``metrics_ci``: each metric's interval from the sample column it is the mean of."""
-        for split, columns in self._columns.items():
-            found: dict[str, dict[str, Any]] = {}
-            for metric in self.record.metrics.get(split, {}):
-                column = sample_column_for(metric, columns, self._metric_columns.get(split))
-                if column is None:
-                    continue
-                key = (split, metric, column)
-                if key not in self._ci_cache:  # a bootstrap is worth computing once
-                    ci = columns[column].interval(self.run_id, split, metric)
-                    self._ci_cache[key] = None if ci is None else {**ci.as_dict(), "column": column}
-                cached = self._ci_cache[key]
-                if cached is not None:
-                    found[metric] = cached
+        """``metrics_ci``: each metric's interval, where its samples describe it."""
+        for split, summary in self._samples.items():
+            found = summary.metrics_ci(self.record.metrics.get(split, {}))
             if found:
                 self.record.metrics_ci[split] = found
             else:
@@ -486,7 +478,7 @@ class ActiveRun:
             batch = sample_columns(split, raw)
             ids.check(batch)  # before any output of the batch is stored
             batch = nan_to_null(batch)
-            self._summarise(split, batch)
+            self._samples[split].add(batch)
             if "output" in batch.schema.names:
                 batch = self._store_inline_outputs(split, batch)
             outputs = self._outputs.get(split)
@@ -494,19 +486,6 @@ class ActiveRun:
                 batch = with_output_uris(batch, outputs)
             yield batch
         ids.finish()  # raised into the store's write: the split is not stored
-
-    def _summarise(self, split: str, batch: pa.RecordBatch) -> None:
-        """Fold the batch's numeric and boolean columns into the split's summaries."""
-        import pyarrow as pa
-
-        summaries = self._columns.setdefault(split, {})
-        for name, column in zip(batch.schema.names, batch.columns, strict=True):
-            kind = column.type
-            numeric = pa.types.is_floating(kind) or pa.types.is_integer(kind)
-            if not numeric and not pa.types.is_boolean(kind):
-                continue
-            values = column.cast(pa.float64()).to_numpy(zero_copy_only=False)
-            summaries.setdefault(name, _summary()).add(values)
 
     def _store_inline_outputs(self, split: str, batch: pa.RecordBatch) -> pa.RecordBatch:
         import pyarrow as pa
@@ -539,7 +518,13 @@ class ActiveRun:
                 )
             )
             fixed = ("run_id", "experiment", "split", "recorded_at")
-            self.log_samples(split, [{k: v for k, v in r.items() if k not in fixed} for r in rows])
+            kept = self._samples.get(split)  # the split's declarations hold for the rewrite
+            self.log_samples(
+                split,
+                [{k: v for k, v in r.items() if k not in fixed} for r in rows],
+                metric_columns=kept.metric_columns if kept else None,
+                cluster=kept.cluster if kept else None,
+            )
         self._stale_splits.clear()
 
 
@@ -555,14 +540,6 @@ def _hash_file(path: Path) -> tuple[str, int]:
             digest.update(chunk)
             size += len(chunk)
     return digest.hexdigest(), size
-
-
-def _summary() -> Summary:
-    """A new column summary; numpy (through the statistics module) is imported only once a
-    run logs samples, not by every process that records a run (``watch`` of a short command)."""
-    from warehouse.query.stats import Summary
-
-    return Summary()
 
 
 __all__ = ["ActiveRun", "RunHost", "as_number"]
