@@ -12,7 +12,9 @@ the family parsers in turn (:class:`.reading.FrameParser`), and their readings b
 - :mod:`.rich` — Rich bars (Lightning's ``RichProgressBar``), wrapped metrics;
 - :mod:`.transformers` — the Hugging Face Trainer's log dicts;
 - :mod:`.results_table` — Lightning's test/validate results table (final metrics);
-- :mod:`.log_lines` — hand-written log lines naming their step (``step=5 loss=0.12``).
+- :mod:`.general` — the general reader, last: any line naming its step or epoch
+  (``step=5 loss=0.12``, ``[10]\tvalid_0's l2: 0.5``), tables of numbers, and lines that repeat
+  with other numbers.
 
 Values the text does not carry completely are skipped, never guessed. Nothing here raises on
 odd input.
@@ -21,9 +23,9 @@ odd input.
 from __future__ import annotations
 
 from warehouse.watch.parsers.frames import Frame, FrameReader
+from warehouse.watch.parsers.general import GeneralLines
 from warehouse.watch.parsers.json_lines import JsonLines
 from warehouse.watch.parsers.keras import Keras
-from warehouse.watch.parsers.log_lines import LogLines
 from warehouse.watch.parsers.points import Assembler, Point, split_metrics
 from warehouse.watch.parsers.reading import FrameParser, Reading
 from warehouse.watch.parsers.results_table import ResultsTable
@@ -41,7 +43,15 @@ FORMATS = (
 
 def frame_parsers() -> list[FrameParser]:
     """One parser per family, Rich first (it must see every frame to know where a row ends)."""
-    return [RichBars(), ResultsTable(), JsonLines(), TransformersLog(), Keras(), Tqdm(), LogLines()]
+    return [
+        RichBars(),
+        ResultsTable(),
+        JsonLines(),
+        TransformersLog(),
+        Keras(),
+        Tqdm(),
+        GeneralLines(),
+    ]
 
 
 class OutputReader:
