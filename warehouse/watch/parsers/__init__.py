@@ -26,7 +26,7 @@ from warehouse.watch.parsers.frames import Frame, FrameReader
 from warehouse.watch.parsers.general import GeneralLines
 from warehouse.watch.parsers.json_lines import JsonLines
 from warehouse.watch.parsers.keras import Keras
-from warehouse.watch.parsers.points import Assembler, Point, split_metrics
+from warehouse.watch.parsers.points import SPLITS, Assembler, Point, split_metrics
 from warehouse.watch.parsers.reading import FrameParser, Reading
 from warehouse.watch.parsers.results_table import ResultsTable
 from warehouse.watch.parsers.rich import RichBars
@@ -96,6 +96,7 @@ class OutputReader:
 
 __all__ = [
     "FORMATS",
+    "SPLITS",
     "Assembler",
     "Frame",
     "FrameParser",
