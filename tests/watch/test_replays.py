@@ -3,7 +3,7 @@ passed through byte for byte, its exit code kept, and the metrics that reach the
 against the library's own records (the claim: ≥ 95 % of visible values, 0 wrong, 0 invented).
 
 The replaying child writes a capture's stdout and stderr bytes in chunks to its own stdout and
-stderr, then exits with a code of the capture's (0, or 1–3 for a quarter of them: the run is
+stderr, then exits with a code of the capture's (0, or 1-3 for a quarter of them: the run is
 then ``failed``). The parser-only score (``test_parsers.py``) is a quick check; this is the
 process path: pipes, the parser thread, ``log_step``, the step logger and the store.
 """
@@ -27,7 +27,7 @@ from warehouse.stores.local import LocalStore
 from warehouse.watch.parsers import SPLITS, Point
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-import scoring  # noqa: E402
+import scoring
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CHILD = """
