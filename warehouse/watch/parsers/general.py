@@ -7,11 +7,13 @@ It reads what the families before it did not claim, by rule rather than by libra
 - ``[N]`` (XGBoost's ``[0]``, LightGBM's ``[10]``) and ``step N``, ``iter N``,
   ``iteration N``, ``global_step N`` (also ``step: N``, ``step=N``): the step, as printed;
 - ``epoch N`` (``Epoch N``, ``epoch N:``, ``Epoch: N``, ``epoch=N``): the epoch, as printed;
-- a counter ``N/M`` after one of those words, or in brackets (``[N/M]``, ``[ N/M (5%)]``), or
-  ``[E][i/M]`` (the PyTorch ImageNet example's ``Epoch: [0][ 10/100]``, mmcv's
-  ``Epoch [1][10/50]``): a position in a round of M (an epoch's batches or samples). Counters
-  are continued over rounds: when the counter restarts, the rounds before add their M, so the
-  step is ``rounds * M + N`` (M unknown, as in ``batch 7``: the counter as printed);
+- a counter ``N/M`` after one of those words, at the line's start or in brackets (``[N/M]``,
+  ``[ N/M (5%)]``): a position in a round of M (an epoch's batches or samples), continued over
+  rounds: when the counter restarts, the rounds before add their M, so the step is
+  ``rounds * M + N``; ``batch N`` without its M: as printed until it restarts, then unknown
+  (not read);
+- ``[E][i/M]`` (the PyTorch ImageNet example's ``Epoch: [0][ 10/100]``, mmcv's
+  ``Epoch [1][10/50]``): epoch E, and the step ``(E - E0) * M + i``, E0 the first E shown;
 - ``epoch N/M`` gives the epoch N (its M is the number of epochs).
 
 **Pairs** are read from the rest of the line: a name, a separator (``:``, ``=``, spaces or a
@@ -55,6 +57,7 @@ _WORD = re.compile(
     r"(?:\s*[:=#]\s*|\s+)(?:\[\s*)?(?P<n>\d+)(?:\s*/\s*(?P<m>\d+))?(?:\s*\])?(?![\w.]|/\d)",
     re.IGNORECASE,
 )
+_LEADING = re.compile(r"\s*(\d+)\s*/\s*(\d+)(?=[\s,:;|\]-]|\Z)")  # "12/100 loss: ..."
 _INDEX = re.compile(r"(?<![\w\]])\[\s*(\d+)\s*\](?!\s*\[)")
 # a name: words (single spaces between), each starting with a letter (or a quote)
 _NAME_WORD = r"['\"]?[A-Za-z_][\w'./@\[\]-]*"
@@ -70,9 +73,9 @@ _DELIMS = ",;|\t[]{}()"
 _STOP_WORDS = frozenset(
     {"in", "of", "at", "to", "for", "from", "by", "with", "after", "took", "on", "and", "or"}
 )
-_DIGITS = re.compile(r"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
+_DIGITS = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?%?|\d+")
 _HEADER_SPLIT = re.compile(r"\s{2,}")
-_HEADER_NAME = re.compile(r"[A-Za-z_#][\w'./@ -]*\Z")
+_HEADER_NAME = re.compile(r"[A-Za-z_#][\w'./@ \[\]-]*\Z")
 _CELL = re.compile(r"(" + _NUM + r")(%?)\Z")
 _POSITION_COLUMNS = {"iter": "step", "iteration": "step", "step": "step", "epoch": "epoch"}
 _MAX_TEMPLATES = 512
@@ -95,8 +98,13 @@ class _Round:
     last: int | None = None
     total: int | None = None
     lost: bool = False  # it restarted with no total printed: the rounds' length is unknown
+    first: int | None = None  # the first round's own number, where printed ([E][i/M])
 
-    def position(self, n: int, total: int | None) -> int | None:
+    def position(self, n: int, total: int | None, label: int | None = None) -> int | None:
+        if label is not None and total is not None:  # rounds numbered: from the first shown
+            if self.first is None:
+                self.first = label
+            return (label - self.first) * total + n
         if self.last is not None and n < self.last:  # a new round
             if self.total is None:
                 self.lost = True
@@ -162,7 +170,13 @@ def _name(text: str, m: re.Match[str]) -> str | None:
     if not name or not (name[0].isalpha() or name[0] == "_"):
         return None
     left = before.rstrip()
-    if not m.group("sep").strip() and len(words) > 1 and left and left[-1] not in _DELIMS + ":":
+    delimited = (
+        not left
+        or before.endswith(("\t", "  "))
+        or left[-1] in _DELIMS + ":"
+        or left.endswith(" -")
+    )
+    if not m.group("sep").strip() and len(words) > 1 and not delimited:
         return None  # "name value" with spaces: a many-word name must be delimited on its left
     return name
 
@@ -181,6 +195,11 @@ def _ended(text: str, end: int, depth: int = 0) -> bool:
     start = end + 1
     nxt = _PAIR.match(text, start)
     return nxt is not None and _name(text, nxt) is not None and _ended(text, nxt.end(), depth + 1)
+
+
+def _is_heading(cell: str) -> bool:
+    """A table's column heading: a name, none of its words a number (``Train Loss``)."""
+    return bool(_HEADER_NAME.match(cell)) and all(number(w) is None for w in cell.split())
 
 
 def _split(text: str, rest: str) -> str:
@@ -211,15 +230,16 @@ class GeneralLines(LineParser):
         text = frame.text
         if len(text) > MAX_TEXT:
             return None
-        if not any(c.isdigit() for c in text):
-            header = _HEADER_SPLIT.split(text.strip())
-            if len(header) >= 2 and all(_HEADER_NAME.match(h) for h in header):
-                self._header = header
+        header = _HEADER_SPLIT.split(text.strip())
+        if len(header) >= 2 and all(_is_heading(h) for h in header):
+            self._header = header  # perhaps a table's: its rows follow
             return None
         row = self._row(text)
         if row is not None:
             return row
         self._header = None
+        if not any(c.isdigit() for c in text):
+            return None
         step, epoch, rest = self._anchors(text)
         if rest is None:
             return []  # a counter whose rounds' length is unknown: its step is unknown
@@ -241,11 +261,11 @@ class GeneralLines(LineParser):
         has a counter whose position is unknown)."""
         step = epoch = None
         spans: list[tuple[int, int]] = []
-        key = template(text)
+        key = ""  # which counter: the line's text up to its counter, numbers masked
         m = _ROUND.search(text)
         if m is not None:
             epoch = int(m.group(1))
-            step = self._round(key, int(m.group(2)), int(m.group(3)))
+            step = self._round(template(text[: m.start()]), int(m.group(2)), int(m.group(3)), epoch)
             spans.append(m.span())
         for w in _WORD.finditer(text):
             if any(s <= w.start() < e for s, e in spans):
@@ -256,16 +276,20 @@ class GeneralLines(LineParser):
                     epoch = n
             elif step is None:
                 if word == "batch" or total is not None:
-                    step = self._round(f"{key}/{word}", n, int(total) if total else None)
+                    key = f"{template(text[: w.start()])}/{word}"
+                    step = self._round(key, n, int(total) if total else None)
                     if step is None:
                         return None, epoch, None
                 else:
                     step = n
             spans.append(w.span())
+        if step is None and (lead := _LEADING.match(text)) is not None:
+            step = self._round("/", int(lead.group(1)), int(lead.group(2)))
+            spans.append(lead.span())
         if step is None:
             b = _BRACKETED.search(text)
             if b is not None:
-                step = self._round(key, int(b.group(1)), int(b.group(2)))
+                step = self._round(template(text[: b.start()]), int(b.group(1)), int(b.group(2)))
                 spans.append(b.span())
         i = _INDEX.search(text) if step is None else None
         if i is not None and not text[: i.start()].strip(" \t"):  # "[10]\t..." begins the line
@@ -281,11 +305,11 @@ class GeneralLines(LineParser):
         out.append(text[pos:])
         return step, epoch, "".join(out)
 
-    def _round(self, key: str, n: int, total: int | None) -> int | None:
+    def _round(self, key: str, n: int, total: int | None, label: int | None = None) -> int | None:
         found = self._rounds.get(key)
         if found is None:
             found = self._rounds[key] = _Round()
-        return found.position(n, total)
+        return found.position(n, total, label)
 
     def _row(self, text: str) -> list[Reading] | None:
         header = self._header
