@@ -12,8 +12,9 @@ It reads what the families before it did not claim, by rule rather than by libra
   rounds: when the counter restarts, the rounds before add their M, so the step is
   ``rounds * M + N``; ``batch N`` without its M: as printed until it restarts, then unknown
   (not read);
-- ``[E][i/M]`` (the PyTorch ImageNet example's ``Epoch: [0][ 10/100]``, mmcv's
-  ``Epoch [1][10/50]``): epoch E, and the step ``(E - E0) * M + i``, E0 the first E shown;
+- ``[E][i/M]`` or ``E [i/M]`` (the PyTorch ImageNet example's ``Epoch: [0][ 10/100]``,
+  mmcv's ``Epoch [1][10/50]``, timm's ``Train: 0 [ 10/50 ( 20%)]``): epoch E, and the step
+  ``(E - E0) * M + i``, E0 the first E shown;
 - ``epoch N/M`` gives the epoch N (its M is the number of epochs).
 
 **Pairs** are read from the rest of the line: a name, a separator (``:``, ``=``, spaces or a
@@ -50,7 +51,10 @@ from warehouse.watch.parsers.reading import NOT_METRICS, LineParser, Reading, nu
 _NUM = r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|NaN|inf|Inf|Infinity)"
 _STEP_WORDS = "global_step|iteration|iter|step"
 # a counter N/M or [E][i/M] after an anchor word or in brackets
-_ROUND = re.compile(r"\[\s*(\d+)\s*\]\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]")
+_ROUND = re.compile(
+    r"(?:\[\s*(\d+)\s*\]|(?<![\w.:/-])(\d+))\s*\[\s*(\d+)\s*/\s*(\d+)\s*"
+    r"(?:\]|\(\s*\d+(?:\.\d+)?%\s*\)\s*\])"
+)
 _BRACKETED = re.compile(r"\[\s*(\d+)\s*/\s*(\d+)\s*(?:\]|\(\s*\d+(?:\.\d+)?%\s*\)\s*\])")
 _WORD = re.compile(
     r"(?<![\w./@'-])(?P<word>epoch|" + _STEP_WORDS + r"|batch)(?![\w'@-])"
@@ -264,8 +268,8 @@ class GeneralLines(LineParser):
         key = ""  # which counter: the line's text up to its counter, numbers masked
         m = _ROUND.search(text)
         if m is not None:
-            epoch = int(m.group(1))
-            step = self._round(template(text[: m.start()]), int(m.group(2)), int(m.group(3)), epoch)
+            epoch = int(m.group(1) or m.group(2))
+            step = self._round(template(text[: m.start()]), int(m.group(3)), int(m.group(4)), epoch)
             spans.append(m.span())
         for w in _WORD.finditer(text):
             if any(s <= w.start() < e for s, e in spans):

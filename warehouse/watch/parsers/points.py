@@ -88,7 +88,7 @@ class Assembler:
             if not metrics:
                 return []
             self.latest.update(metrics)
-            return self._add(step, epoch, metrics)
+            return self._add(step, epoch, metrics, apart=True)
         else:
             return []
         self.latest.update(metrics)
@@ -124,9 +124,9 @@ class Assembler:
         out: list[Point] = []
         for earlier in self._held.pop(key, []):
             self.latest.update(earlier[2])
-            out += self._add(*earlier)
+            out += self._add(*earlier, apart=True)
         self.latest.update(reading.metrics)
-        return out + self._add(*point)
+        return out + self._add(*point, apart=True)
 
     def _after_fit(self, reading: Reading) -> bool:
         """A Keras bar begun with no ``Epoch`` header after an epoch's bar ended."""
@@ -161,10 +161,22 @@ class Assembler:
         """The last value of every metric, by split: ``val_*``/``eval_*`` → val, ``test_*``."""
         return split_metrics(self.latest)
 
-    def _add(self, step: int, epoch: int | None, metrics: dict[str, float]) -> list[Point]:
+    def _add(
+        self, step: int, epoch: int | None, metrics: dict[str, float], apart: bool = False
+    ) -> list[Point]:
+        """``apart``: values placed at a step rather than printed at it (an epoch's, a
+        repeating line's): where the step already has another value of the same name, they
+        form a point of their own at that step instead of replacing it."""
         out: list[Point] = []
         pending = self._pending
-        if pending is not None and pending[0] != step:
+        clash = (
+            apart
+            and pending is not None
+            and any(
+                name in pending[2] and pending[2][name] != value for name, value in metrics.items()
+            )
+        )
+        if pending is not None and (pending[0] != step or clash):
             out.append(pending)
             pending = None
         if pending is None:
