@@ -36,8 +36,9 @@ from warehouse.watch.parsers.transformers import TransformersLog
 FORMATS = (
     'JSON metric lines ({"metric": "loss", "value": 0.3, "step": 10}), Keras 2/3 progress '
     "and epoch lines, tqdm postfixes (loss=0.12), Lightning's tqdm and Rich bars and its "
-    "test/validate results table, the transformers Trainer's log dicts, and log lines "
-    "naming their step (step=5 loss=0.12)"
+    "test/validate results table, the transformers Trainer's log dicts, lines naming their "
+    "step or epoch ([10] valid_0's l2: 0.5, step=5 loss=0.12, Epoch 3/10: acc=0.9), tables "
+    "of numbers under a header, and lines that repeat with other numbers"
 )
 
 
