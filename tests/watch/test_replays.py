@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from warehouse.live.step_docs import is_tick
 from warehouse.models import normalise_name
 from warehouse.stores.base import RunQuery, StepRange
@@ -109,6 +111,7 @@ def parser_points(stem: str) -> list[Point]:
     return out
 
 
+@pytest.mark.timeout(1800)  # ~160 live runs of watch: 1-3 minutes on 2 busy cores
 def test_every_capture_replayed_through_watch_reaches_the_store(tmp_path: Path) -> None:
     (tmp_path / "child.py").write_text(CHILD)
     stems = scoring.captures()
