@@ -193,3 +193,19 @@ def test_examples_the_generated_logs_found(text: str, expected: list[Point]) -> 
 )
 def test_pairs(text: str, names: list[str]) -> None:
     assert list(read_pairs(text)[0]) == names
+
+
+def test_an_outer_bar_after_a_cleared_inner_bar_is_not_placed_at_its_last_count() -> None:
+    """Issue 30, defect 4: nested tqdm bars with tqdm's defaults; an inner bar cleared at its
+    end (``leave=False``) is last drawn a few steps short of its total, so the outer bar's
+    ``val_loss`` was recorded there (2-3 steps off). Its place is unknown: left out."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+    import scoring
+
+    for stem in ("nested_default_cleared__pipe", "nested_default_cleared__tty100"):
+        score = scoring.score(stem)
+        assert (score.wrong, score.invented) == ([], []), stem
+        assert score.recovered_visible >= 0.8 * score.visible
