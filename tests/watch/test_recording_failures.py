@@ -87,10 +87,11 @@ CHILD = """
 """
 
 
-def _drive(tmp_path: Path, where: str, code: int) -> subprocess.CompletedProcess[str]:
+def _drive(tmp_path: Path, where: str, code: int) -> tuple[subprocess.CompletedProcess[str], str]:
+    """The driver's run (its exit code the command's, no traceback) and watch's one line."""
     (tmp_path / "driver.py").write_text(textwrap.dedent(DRIVER))
     (tmp_path / "child.py").write_text(textwrap.dedent(CHILD))
-    return subprocess.run(
+    out = subprocess.run(
         [
             sys.executable,
             str(tmp_path / "driver.py"),
@@ -104,16 +105,18 @@ def _drive(tmp_path: Path, where: str, code: int) -> subprocess.CompletedProcess
         cwd=tmp_path,
         timeout=300,
     )
+    assert out.returncode == code
+    assert "Traceback" not in out.stderr
+    lines = [text for text in out.stderr.splitlines() if "warehouse watch" in text]
+    assert len(lines) == 1, out.stderr  # once, not once per step
+    return out, lines[0]
 
 
 def test_a_parser_failure_keeps_the_exit_code_prints_one_line_and_the_run_records_it(
     tmp_path: Path, home: Path
 ) -> None:
-    out = _drive(tmp_path, "parser", 0)
-    assert out.returncode == 0
-    assert "Traceback" not in out.stderr
+    out, line = _drive(tmp_path, "parser", 0)
     assert out.stdout.count("step ") == 6  # the output went on, byte for byte
-    [line] = [text for text in out.stderr.splitlines() if "warehouse watch" in text]
     assert "reading the command's output failed (ValueError: a parser bug over two lines)" in line
     run, _ = the_run(home)
     assert run["status"] == "completed"
@@ -125,12 +128,8 @@ def test_a_parser_failure_keeps_the_exit_code_prints_one_line_and_the_run_record
 def test_a_recording_failure_keeps_a_failing_commands_code_and_its_error(
     tmp_path: Path, home: Path
 ) -> None:
-    out = _drive(tmp_path, "store", 3)
-    assert out.returncode == 3
-    assert "Traceback" not in out.stderr
-    lines = [text for text in out.stderr.splitlines() if "warehouse watch" in text]
-    assert len(lines) == 1, out.stderr  # once, not once per step
-    assert "recording a step failed (OSError: the steps store is gone)" in lines[0]
+    _, line = _drive(tmp_path, "store", 3)
+    assert "recording a step failed (OSError: the steps store is gone)" in line
     run, _ = the_run(home)
     assert run["status"] == "failed"
     assert run["error"]["type"] == "CommandFailed"

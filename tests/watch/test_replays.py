@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.watch.test_watch import watch
 from warehouse.live.step_docs import is_tick
 from warehouse.models import normalise_name
 from warehouse.stores.base import RunQuery, StepRange
@@ -59,27 +60,9 @@ def replay(stem: str, root: Path) -> dict[str, Any]:
     """One capture through ``warehouse watch`` in its own warehouse; what came out and in."""
     home = root / stem
     home.mkdir()
-    child = root / "child.py"
     code = exit_code_of(stem)
     env = {**os.environ, "WAREHOUSE_HOME": str(home / "warehouse"), "WAREHOUSE_CONSOLE": "0"}
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "warehouse",
-            "watch",
-            "--",
-            sys.executable,
-            str(child),
-            stem,
-            str(code),
-            str(FIXTURES),
-        ],
-        capture_output=True,
-        cwd=home,
-        env=env,
-        timeout=600,
-    )
+    out = watch(home, CHILD, stem, str(code), str(FIXTURES), env=env)
     with LocalStore(home / "warehouse") as store:
         [run] = store.search_runs(RunQuery())
         steps = [s for s in store.steps(StepRange(run_id=run["run_id"])) if not is_tick(s)]
@@ -113,7 +96,6 @@ def parser_points(stem: str) -> list[Point]:
 
 @pytest.mark.timeout(1800)  # ~160 live runs of watch: 1-3 minutes on 2 busy cores
 def test_every_capture_replayed_through_watch_reaches_the_store(tmp_path: Path) -> None:
-    (tmp_path / "child.py").write_text(CHILD)
     stems = scoring.captures()
     assert len(stems) >= 150
     with ThreadPoolExecutor(max_workers=2) as pool:
