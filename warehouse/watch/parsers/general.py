@@ -312,6 +312,8 @@ class GeneralLines(LineParser):
     def _round(self, key: str, n: int, total: int | None, label: int | None = None) -> int | None:
         found = self._rounds.get(key)
         if found is None:
+            if len(self._rounds) >= _MAX_TEMPLATES:  # bounded, whatever the output
+                del self._rounds[next(iter(self._rounds))]
             found = self._rounds[key] = _Round()
         return found.position(n, total, label)
 
