@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-IDLE_FLUSH_S = 2.0
 READ_SIZE = 1 << 16
 DRAIN_TIMEOUT_S = 2.0
 QUEUE_CHUNKS = 256  # read chunks waiting for the parser (16 MiB at most)
@@ -88,7 +87,6 @@ class Watcher:
         self.argv = list(argv)
         self.cwd = cwd or Path.cwd()
         self.readers = [OutputReader(), OutputReader()]  # stdout, stderr: each read on its own
-        self._last_read = [0.0, 0.0]
         self.steps_seen = 0
         self._lock = threading.Lock()
         self._log_step: Callable[[Step], None] | None = None
@@ -202,23 +200,10 @@ class Watcher:
                         points = reader.close()
                     else:
                         points = reader.feed(data)
-                        self._last_read[index] = time.monotonic()
                     for point in points:
                         self._emit(point)
             except Exception as exc:  # a parser bug must not stop the pass-through or the run
                 self.failed("reading the command's output", exc)
-
-    def flush_idle(self, now: float) -> None:
-        """Send the step being assembled of a stream that printed nothing for a while."""
-        with self._lock:
-            for index, reader in enumerate(self.readers):
-                if now - self._last_read[index] >= IDLE_FLUSH_S:
-                    for point in reader.assembler.flush():
-                        self._emit(point)
-
-    def _flush_while_idle(self, done: threading.Event) -> None:
-        while not done.wait(IDLE_FLUSH_S / 4):
-            self.flush_idle(time.monotonic())
 
     def final_metrics(self) -> dict[str, dict[str, float]]:
         """The last value of every metric seen, by split (``val_*`` → val, ``test_*`` → test)."""
@@ -266,18 +251,11 @@ class Watcher:
     def wait(self) -> int:
         """Wait for the child and its output; its exit status (``-N`` when killed by signal N)."""
         assert self._proc is not None
-        done = threading.Event()
-        idle = threading.Thread(
-            target=self._flush_while_idle, args=(done,), name="warehouse-watch-idle", daemon=True
-        )
-        idle.start()
-        try:
-            # blocking: returns the moment the child exits (a timeout would poll, up to
-            # 50 ms late); our signal handlers still run while it waits (PEP 475)
-            code = self._proc.wait()
-        finally:
-            done.set()
-            idle.join()
+        # blocking: returns the moment the child exits (a timeout would poll, up to 50 ms
+        # late); our signal handlers still run while it waits (PEP 475). A step's point is
+        # sent when the next step begins or the output ends, never on a pause: what a point
+        # holds must not depend on timing (a validation pause between a step's lines).
+        code = self._proc.wait()
         # a grandchild may keep the pipes open after the child exits: don't wait for it
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         for thread in self._readers:

@@ -15,9 +15,9 @@ Each family's position (see the README's table):
   ``Epoch 0/2``, as printed (Lightning counts from 0).
 - transformers: the k-th log line is step k; its fractional epoch is the metric ``epoch``.
 
-Readings of the same step merge into one point, emitted when another step begins, when the
-stream ends, or by :meth:`Assembler.flush` (the watcher's idle flush; values of that step
-read later form another point of the same step). Nothing here depends on timing.
+Readings of the same step merge into one point, emitted when another step begins or when
+the stream ends (never on a pause: a validation pause between a step's lines does not split
+it). Nothing here depends on timing.
 """
 
 from __future__ import annotations
