@@ -289,6 +289,7 @@ def test_log_step_never_waits_for_a_hung_store(tmp_path: Path) -> None:
 
 def test_log_step_only_reads_the_clock_and_appends(tmp_path: Path) -> None:
     """The hot path's whole work, counted: no Python call, lock, I/O or conversion."""
+    import gc
     from collections import Counter
 
     steps = logger(Collect(), tmp_path, flush_interval_s=60)
@@ -301,10 +302,15 @@ def test_log_step_only_reads_the_clock_and_appends(tmp_path: Path) -> None:
             calls[f"C {arg.__name__}"] += 1
 
     log_step = steps.log_step
-    sys.setprofile(profile)
-    for i in range(1000):
-        log_step(i, loss=0.5)
-    sys.setprofile(None)
+    gc.collect()  # no earlier object's finaliser (a generator's close) may run in the loop
+    gc.disable()
+    try:
+        sys.setprofile(profile)
+        for i in range(1000):
+            log_step(i, loss=0.5)
+        sys.setprofile(None)
+    finally:
+        gc.enable()
     steps.close()
     calls.pop("C setprofile", None)
     python_calls = {name: n for name, n in calls.items() if not name.startswith("C ")}
