@@ -146,8 +146,10 @@ class StepLogger:
         Lifecycle.current().join(self)
 
     # ---- the hot path ----------------------------------------------------------------------
-    def log_step(self, step: int, epoch: int | None = None, **metrics: float) -> None:
-        """Record one step's metrics; returns at once (the work happens on a background thread)."""
+    def log_step(self, step: int, epoch: int | None = None, /, **metrics: float) -> None:
+        """Record one step's metrics; returns at once (the work happens on a background thread).
+
+        ``step`` and ``epoch`` are positional, so any name is a metric (``epoch``, ``step``)."""
         self._put((self._time(), step, epoch, metrics))
 
     # ---- control ---------------------------------------------------------------------------

@@ -311,6 +311,11 @@ class ActiveRun:
             metrics = self._scrub.names(metrics, "steps")
         steps.log_step(step, epoch, **metrics)
 
+    def log_step_metrics(self, step: int, epoch: int | None, metrics: Mapping[str, float]) -> None:
+        """:meth:`log_step` with the metrics in a mapping, whatever their names: ``epoch`` or
+        ``step`` too (``warehouse watch`` records the names a program prints)."""
+        (self._steps or self.open_steps()).log_step(step, epoch, **metrics)
+
     def open_steps(self) -> StepLogger:
         """Start the step logger (and its system sampler) now rather than at the first step."""
         if self._steps is not None:
