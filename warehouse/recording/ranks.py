@@ -210,6 +210,9 @@ class NullRun(ActiveRun):
     def log_step(self, step: int, epoch: int | None = None, **metrics: float) -> None:
         """Nothing is recorded on this rank."""
 
+    def log_step_metrics(self, step: int, epoch: int | None, metrics: Mapping[str, float]) -> None:
+        """Nothing is recorded on this rank."""
+
     def open_steps(self) -> StepLogger:
         """A rank that does not record has no step logger."""
         raise RuntimeError(
