@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.errors import ConfigurationError
 from warehouse.filters import lucene
+from warehouse.stores.doc_digest import stamp
 
 if TYPE_CHECKING:
     from warehouse.objects.base import ObjectStore
@@ -141,7 +142,7 @@ def edit_runs(
         changed = new != doc
         if changed:
             new["updated_at"] = _next_version(doc.get("updated_at"), moment)
-            changed_docs.append(new)
+            changed_docs.append(stamp(new))
         out.append(
             Edited(
                 run_id=str(new["run_id"]),

@@ -245,8 +245,11 @@ def _primary_metric(metric: str, direction: str | None) -> PrimaryMetric:
 
 
 def normalise_experiment(name: str) -> str:
-    """Experiment names are kept as given, minus surrounding blanks; empty is refused."""
-    cleaned = str(name).strip()
+    """Experiment names are kept as given, minus surrounding blanks (and with any character
+    UTF-8 cannot store as U+FFFD); empty is refused."""
+    from warehouse.capture.limits import clean_text
+
+    cleaned = clean_text(str(name)).strip()
     if not cleaned:
         raise InvalidRecord("experiment name is empty; pass experiment='my-experiment'")
     segments = cleaned.split("/")

@@ -43,6 +43,7 @@ from warehouse.models import (
 from warehouse.objects.base import object_key
 from warehouse.query.status import lost_after
 from warehouse.recording.run_rules import Names, as_number, sample_columns
+from warehouse.stores.doc_digest import stamp
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -351,7 +352,7 @@ class ActiveRun:
             rec.lost_at = (
                 beat + timedelta(seconds=lost_after(self.settings.heartbeat_s)) if running else None
             )
-            self._recorder.store.write_runs([rec.to_doc()])
+            self._recorder.store.write_runs([stamp(rec.to_doc())])  # with its content digest
 
     def end(
         self,
