@@ -325,7 +325,9 @@ def test_a_local_only_run_writes_no_outbox_entry_and_has_no_shipper(
     rec = open_recording(load())
     assert rec.shipper is None
     rec.close()
-    with warehouse.start_run("local", {"lr": 0.1}, settings=load(cli={"system_interval_s": 0})) as run:
+    with warehouse.start_run(
+        "local", {"lr": 0.1}, settings=load(cli={"system_interval_s": 0})
+    ) as run:
         run.log_metrics("val", {"acc": 0.5})
         run.log_samples("val", [{"sample_id": str(i), "loss": i / 3} for i in range(5)])
         for step in range(3):

@@ -32,17 +32,25 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from warehouse.errors import BackendUnavailable, InvalidRecord, NotFound, WarehouseError
+from warehouse.errors import (
+    BackendUnavailable,
+    InvalidRecord,
+    NotFound,
+    StoreUnavailable,
+    WarehouseError,
+)
 from warehouse.objects.local import sha256_of
 from warehouse.replication.outbox import CORRUPT, Entry, Outbox, SyncReport
 from warehouse.replication.remotes import Remote, Remotes, target_of, unavailable
 from warehouse.stores.base import StepRange
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from warehouse.objects.base import ObjectStore, PutItem
     from warehouse.objects.local import LocalObjectStore
     from warehouse.stores.base import Store
@@ -306,7 +314,9 @@ class Shipper:
                 # store has no such split, and the remote gets none
                 log.info("%s were never written locally; nothing to ship", entry.describe())
                 return
-            method(p["run_id"], p["experiment"], p["split"], batches)
+            except StoreUnavailable as exc:  # the local copy is damaged: not the remote's fault
+                raise InvalidRecord(f"{entry.describe()}: {exc}") from None
+            method(p["run_id"], p["experiment"], p["split"], _local(entry, batches))
         elif entry.kind == "steps":
             method(p["run_id"], p["experiment"], p["steps"])
         elif entry.kind == "delete":
@@ -393,6 +403,15 @@ def _next_group(entries: Sequence[Entry], start: int) -> list[Entry]:
     while end < len(entries) and entries[end].kind == "object" and end - start < _OBJECT_BATCH:
         end += 1
     return list(entries[start:end])
+
+
+def _local(entry: Entry, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The local copy's batches; damage found in it while shipping is the entry's problem,
+    never a sign that the remote is down."""
+    try:
+        yield from batches
+    except StoreUnavailable as exc:
+        raise InvalidRecord(f"{entry.describe()}: {exc}") from None
 
 
 def _last_seq(store: Store, run_id: str) -> int:

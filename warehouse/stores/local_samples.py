@@ -86,6 +86,26 @@ def iter_parquet(
         raise damaged(path, ValueError(f"{rows} rows read of {source.metadata.num_rows}"))
 
 
+def check_present(run_file: Path, folder: Path, split: str | None) -> None:
+    """Raise when a split the run document counts rows of (``split``, or any) has no file in
+    ``folder``: a deleted samples file is an error naming it, never an empty answer."""
+    import json
+
+    try:
+        counts = json.loads(run_file.read_bytes()).get("sample_counts") or {}
+    except (OSError, ValueError, AttributeError):
+        return  # no readable run document: nothing says what should be there
+    for name, rows in sorted(counts.items()):
+        path = folder / f"{name}.parquet"
+        if (split is None or name == split) and isinstance(rows, int) and not path.is_file():
+            raise StoreUnavailable(
+                f"local store: the samples file {path} is missing, though run {folder.name} "
+                f"says it has {rows:,} {name} rows; run 'warehouse sync --verify' to take "
+                "Elasticsearch's copy back (when there is one), or log the split again",
+                path=str(path),
+            )
+
+
 def split_digests(
     path: Path, shared: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None
 ) -> tuple[str | None, RowDigest, RowDigest]:
