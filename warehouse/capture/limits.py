@@ -53,6 +53,7 @@ NOTES = "recording_notes"
 """The run document's list of what :func:`fit_run` changed."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SAID: set[tuple[str, tuple[str, ...]]] = set()  # the warnings given, once each
 _CUTTABLE = ("config", "params", "hydra", "environment", "metrics_ci", "overrides")
 
 
@@ -171,6 +172,10 @@ def fit_run(doc: dict[str, Any]) -> dict[str, Any]:
     if notes:
         earlier = [n for n in fitted.get(NOTES) or [] if isinstance(n, str)]
         fitted[NOTES] = earlier + [n for n in notes if n not in earlier]
+        said = (str(fitted.get("run_id")), tuple(notes))
+        if said in _SAID:
+            return fitted  # each save of a run would say it again (heartbeats)
+        _SAID.add(said)
         log.warning(
             "run %s was recorded with changes (listed under %s): %s",
             fitted.get("run_id"),

@@ -180,6 +180,8 @@ class Recorder:
             secrets=frozenset(captured.secrets) | redaction.secrets,
             resumed=bool(run_id),
         )
+        if normalise_experiment(name) != str(name).strip():
+            run.note("experiment: characters UTF-8 cannot store replaced with U+FFFD")
         if diff:
             run.log_artifact(
                 diff.encode("utf-8"), "git.diff", kind="git", content_type="text/x-diff"
