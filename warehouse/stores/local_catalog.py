@@ -138,6 +138,7 @@ class RunCatalog:
 
     def fold_begin(self, *, rebuild: bool = False) -> Fold:
         """Under the writers' lock: note the base and the journal's complete lines."""
+        self.dir.mkdir(parents=True, exist_ok=True)
         with self.files.locked(shared=False):
             key = stat(self.files.parquet)
             base = None
@@ -254,12 +255,15 @@ class RunCatalog:
         base was built is read again."""
         since = (self._base.built_ns if self._base is not None else 0) - _RESCAN_SLACK_NS
         found = 0
-        with os.scandir(self.runs_dir) as entries:
-            for entry in entries:
-                if entry.name.endswith(".json") and entry.stat().st_mtime_ns >= since:
-                    run_id = entry.name[: -len(".json")]
-                    self._rows.delta[run_id] = self._read_run(run_id)
-                    found += 1
+        try:
+            with os.scandir(self.runs_dir) as entries:
+                for entry in entries:
+                    if entry.name.endswith(".json") and entry.stat().st_mtime_ns >= since:
+                        run_id = entry.name[: -len(".json")]
+                        self._rows.delta[run_id] = self._read_run(run_id)
+                        found += 1
+        except FileNotFoundError:
+            pass  # no run file at all: the journal named none that is there
         log.warning(
             "skipped %d damaged line(s) of the run journal %s; the %d run file(s) written "
             "since the last compaction were read instead. Run 'warehouse compact' to fold "
