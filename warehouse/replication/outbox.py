@@ -49,6 +49,7 @@ UNREADABLE = "unreadable"  # an entry file that could not be read this time
 LOCK_NAME = ".drain.lock"
 STAGED = ".staged"  # suffix of an entry whose local write is not known to be complete
 VERSION = 2  # entries written since staging; version 1 entries may lack their local copy
+STALE_S = 600.0  # a temporary file this old is a dead writer's, never to be renamed
 REMOVE_THREADS = 8  # shipped entries removed at once (see Outbox.remove_many)
 
 
@@ -180,12 +181,14 @@ class Outbox:
         """Staged entries whose writer is gone (its lock is free), grouped as staged, each
         group locked by this process until released; oldest first."""
         try:
-            names = sorted(n for n in os.listdir(self.folder) if n.endswith(STAGED))
+            listed = os.listdir(self.folder)
         except FileNotFoundError:
             return
+        names = sorted(n for n in listed if n.endswith(STAGED) and n[0] != ".")
         groups: dict[str, list[str]] = {}
         for name in names:
             groups.setdefault(name[: -len(STAGED)].rpartition(".")[2], []).append(name)
+        self._tidy(listed, set(groups))
         for group, members in groups.items():
             try:
                 fd = os.open(self.folder / f".{group}.lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -200,6 +203,29 @@ class Outbox:
             yield Staged(
                 self, group, fd, [e for e in entries if e.kind not in (CORRUPT, UNREADABLE)]
             )
+
+    def _tidy(self, names: list[str], staged: set[str]) -> None:
+        """What writers killed at a bad moment leave: a temporary file never renamed into an
+        entry (its write-ahead never completed, so its record never began: nothing is lost),
+        a group's lock whose entries are all released. Only files no one holds, and
+        temporary files older than :data:`STALE_S`."""
+        now = time.time()
+        for name in names:
+            path = self.folder / name
+            if name.startswith(".") and name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    if now - path.stat().st_mtime > STALE_S:
+                        path.unlink()
+            elif name.startswith(".") and name.endswith(".lock") and name != LOCK_NAME:
+                if name[1 : -len(".lock")] in staged:
+                    continue
+                with contextlib.suppress(OSError):
+                    fd = os.open(path, os.O_RDONLY)
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # its writer is gone
+                        path.unlink()
+                    finally:
+                        os.close(fd)
 
     def _new(self, kind: str, payload: dict[str, Any], suffix: str) -> Entry:
         if kind not in KINDS:
