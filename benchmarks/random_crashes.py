@@ -92,6 +92,10 @@ def main() -> int:
             "load_average": os.getloadavg(),
         }
         print(json.dumps(report, indent=1))
+        if found.get("documents"):  # the first divergent run document, both copies, to read
+            path = work / "divergent-documents.json"
+            path.write_text(json.dumps(found["documents"][:3], indent=1, sort_keys=True))
+            print(f"divergent documents: {path}", file=sys.stderr)
     finally:
         for gate in gates:
             gate.close()

@@ -321,6 +321,7 @@ def compare(home: Path, es_url: str, prefix: str, s3: Any, bucket: str) -> dict[
         for run_id in sorted(set(mine) & set(theirs_by_id)):
             if doc_digest.digest(mine[run_id]) != doc_digest.digest(theirs_by_id[run_id]):
                 out["divergent"].append(f"run {run_id}: document")
+                out.setdefault("documents", []).append((mine[run_id], theirs_by_id[run_id]))
             for split in sorted(mine[run_id].get("sample_counts") or {}):
                 path = home / "samples" / run_id / f"{split}.parquet"
                 _, here, _ = split_digests(path)

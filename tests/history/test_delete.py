@@ -29,6 +29,12 @@ def es(private_es: NoidaServer, monkeypatch: pytest.MonkeyPatch) -> NoidaServer:
     return private_es
 
 
+def _up(es: NoidaServer) -> None:
+    """Elasticsearch answers, its templates installed."""
+    es.start()
+    init_elasticsearch(load())
+
+
 def _record(name: str) -> str:
     with warehouse.start_run(name) as run:
         run.log_metrics("val", {"acc": 0.5})
@@ -52,8 +58,7 @@ def test_with_elasticsearch_down_the_deletion_is_queued_and_ships_when_it_is_bac
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    es.start()
-    init_elasticsearch(load())
+    _up(es)
     kept, victim = _record("kept"), _record("victim")
     assert _remote_ids(es.url) == {kept, victim}
     es.stop()
@@ -77,8 +82,7 @@ def test_a_run_still_in_the_outbox_can_be_deleted_and_never_comes_back(
 ) -> None:
     run_id = _record("offline")  # Elasticsearch was never up: every write waits
     assert Outbox(home / "outbox").count() > 0
-    es.start()
-    init_elasticsearch(load())
+    _up(es)
     code, _, err = run_main(["runs", "delete", run_id[:8], "--yes"], monkeypatch, capsys)
     assert code == 0, err  # was exit 4: "no run with id" (not in Elasticsearch yet)
     for _ in range(2):
@@ -94,8 +98,7 @@ def test_a_run_in_neither_store_is_not_found_and_a_remote_one_needs_elasticsearc
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    es.start()
-    init_elasticsearch(load())
+    _up(es)
     code, _, err = run_main(["runs", "delete", "nosuchrun", "--yes"], monkeypatch, capsys)
     assert code == 4, err
     assert "no run with id 'nosuchrun'" in err
