@@ -168,6 +168,9 @@ class NullRun(ActiveRun):
     def set_tags(self, *tags: str) -> None:
         """Nothing is recorded on this rank."""
 
+    def note(self, text: str) -> None:
+        """Nothing is recorded on this rank."""
+
     def log_samples(
         self,
         split: str,
