@@ -83,7 +83,8 @@ def test_a_private_key_is_found_by_the_library_and_its_body_cut() -> None:
     assert (begin, end) == ("-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----")
     # every body line is cut; a line that starts with '+' or '-' keeps that character (it could
     # be a diff's marker): base64 bodies start a line with '+' one time in 64
-    assert body and all(line.lstrip("+-") == "***" for line in body), body
+    assert body
+    assert all(line.lstrip("+-") == "***" for line in body), body
 
 
 # an example of each of the project's own patterns: a shape the library has no plugin for

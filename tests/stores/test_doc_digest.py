@@ -8,9 +8,9 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
+from warehouse.settings import load
 from warehouse.stores.base import RunQuery
 from warehouse.stores.doc_digest import digest, intact, stamp
-from warehouse.settings import load
 from warehouse.stores.elastic import ElasticStore, init_elasticsearch
 
 # found by the random crash drill: the test server reads 1 - 0.975 back one bit off
