@@ -428,8 +428,11 @@ class TestStoreContract:
             pytest.param("params.data.augment:True", ["bool-true"], id="title"),
             pytest.param("params.data.augment:true", ["bool-true"], id="lower"),
             pytest.param("params.data.augment:FALSE", ["bool-false"], id="false"),
-            pytest.param("NOT params.data.augment:TRUE", ["bool-false", "mixed-true",
-                         "mixed-text", "mixed-word"], id="negated"),  # fmt: skip
+            pytest.param(
+                "NOT params.data.augment:TRUE",
+                ["bool-false", "mixed-true", "mixed-text", "mixed-word"],
+                id="negated",
+            ),
             pytest.param("params.data.mode:TRUE", ["mixed-true", "mixed-word"], id="mixed"),
             pytest.param("params.data.mode:true", ["mixed-true"], id="mixed-lower"),
             pytest.param("params.data.mode:auto", ["mixed-text"], id="mixed-text"),
