@@ -67,22 +67,60 @@ TOP_METRICS_MAX_SIZE = 10
 MAX_TERMS_COUNT = 65_536
 
 _SINGLE_VALUE_METRICS = frozenset(
-    {"avg", "max", "min", "sum", "value_count", "cardinality", "weighted_avg",
-     "median_absolute_deviation"}
-)  # fmt: skip
+    {
+        "avg",
+        "max",
+        "min",
+        "sum",
+        "value_count",
+        "cardinality",
+        "weighted_avg",
+        "median_absolute_deviation",
+    }
+)
 _MULTI_VALUE_METRICS = frozenset({"stats", "extended_stats", "percentiles", "string_stats"})
 _SINGLE_BUCKET = frozenset(
     {"filter", "missing", "global", "nested", "reverse_nested", "sampler", "diversified_sampler"}
 )
 _NUMERIC_METRICS = frozenset({"avg", "sum", "min", "max", "stats", "extended_stats"})
 _NUMBERS = frozenset(
-    {"long", "integer", "short", "byte", "double", "float", "half_float", "scaled_float",
-     "unsigned_long"}
-)  # fmt: skip
+    {
+        "long",
+        "integer",
+        "short",
+        "byte",
+        "double",
+        "float",
+        "half_float",
+        "scaled_float",
+        "unsigned_long",
+    }
+)
 _KEYWORDS = frozenset({"keyword", "constant_keyword", "wildcard", "text", "match_only_text"})
 _FIELD_DATA_FREE = frozenset({"text", "match_only_text"})
-_CALENDAR_UNITS = {"m", "1m", "minute", "h", "1h", "hour", "d", "1d", "day", "w", "1w", "week",
-                   "M", "1M", "month", "q", "1q", "quarter", "y", "1y", "year"}  # fmt: skip
+_CALENDAR_UNITS = {
+    "m",
+    "1m",
+    "minute",
+    "h",
+    "1h",
+    "hour",
+    "d",
+    "1d",
+    "day",
+    "w",
+    "1w",
+    "week",
+    "M",
+    "1M",
+    "month",
+    "q",
+    "1q",
+    "quarter",
+    "y",
+    "1y",
+    "year",
+}
 _FIXED = re.compile(r"\d+(nanos|micros|ms|s|m|h|d)")
 _SPECIAL_SORTS = frozenset({"_score", "_doc", "_shard_doc", "_geo_distance", "_script"})
 _KEYED_FLATTENED = "flattened (keyed)"
@@ -99,8 +137,7 @@ class Refusal(Exception):
     def body(self) -> bytes:
         cause = {"type": self.kind, "reason": self.reason}
         outer = "search_phase_execution_exception" if self.status == 400 else self.kind
-        error = {"root_cause": [cause], "type": outer, "reason": self.reason,
-                 "caused_by": cause}  # fmt: skip
+        error = {"root_cause": [cause], "type": outer, "reason": self.reason, "caused_by": cause}
         return json.dumps({"error": error, "status": self.status}).encode()
 
 
@@ -533,9 +570,11 @@ class StrictProxy:
         if cached is not None:
             return cached
         status, _, body = _send(conn, "GET", f"/{urllib.parse.quote(target, safe=',*')}/_mapping")
-        found = [Fields.of(v.get("mappings", {})) for v in json.loads(body).values()] if (
-            status == 200
-        ) else []  # fmt: skip
+        found = (
+            [Fields.of(v.get("mappings", {})) for v in json.loads(body).values()]
+            if (status == 200)
+            else []
+        )
         with self._lock:
             self._mappings[target] = found
         return found
@@ -722,11 +761,16 @@ class _Handler(BaseHTTPRequestHandler):
         conn: http.client.HTTPConnection,
         split: urllib.parse.SplitResult,
     ) -> None:
-        kept = [(i, item) for i, item in enumerate(items)
-                if item[0] == "create" or not self.owner.is_stream(conn, item[1])]  # fmt: skip
+        kept = [
+            (i, item)
+            for i, item in enumerate(items)
+            if item[0] == "create" or not self.owner.is_stream(conn, item[1])
+        ]
         results: list[dict[str, Any] | None] = [None] * len(items)
-        answer_headers = [("X-Elastic-Product", "Elasticsearch"),
-                          ("Content-Type", "application/json")]  # fmt: skip
+        answer_headers = [
+            ("X-Elastic-Product", "Elasticsearch"),
+            ("Content-Type", "application/json"),
+        ]
         took = 0
         if kept:
             lines = b"\n".join(line for _, (_, _, ls) in kept for line in ls) + b"\n"
@@ -744,8 +788,9 @@ class _Handler(BaseHTTPRequestHandler):
                 meta = json.loads(lines[0])[op]
                 error = {"type": "illegal_argument_exception", "reason": DATA_STREAM_OPS}
                 self.owner.refuse(Refusal(400, error["type"], DATA_STREAM_OPS))
-                results[i] = {op: {"_index": target, "_id": meta.get("_id"), "status": 400,
-                                   "error": error}}  # fmt: skip
+                results[i] = {
+                    op: {"_index": target, "_id": meta.get("_id"), "status": 400, "error": error}
+                }
         merged = {"errors": True, "took": took, "items": results}
         body = json.dumps(merged).encode()
         headers_out = [(k, v) for k, v in answer_headers if k.lower() != "content-encoding"]
