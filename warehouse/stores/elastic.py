@@ -192,10 +192,11 @@ class ElasticStore:
     def best_per_experiment(self, query: RankQuery) -> list[ExperimentBest]:
         """Each experiment's best run, best first (ties: the earlier ended_at, then run_id).
 
-        One ``terms`` aggregation ranks the experiments by a ``max``/``min`` sub-aggregation;
-        per experiment a ``top_hits`` brings the few best candidates with only the fields the
-        tie rule reads, and one ``mget`` then fetches the winners' documents: O(experiments)
-        documents cross the wire, never O(runs)."""
+        One aggregation: each experiment's run count, and over its finished runs with the
+        metric a ``max``/``min`` and a ``top_hits`` of the few best candidates with only the
+        fields the tie rule reads; one ``mget`` then fetches the winners' documents:
+        O(experiments) documents cross the wire, never O(runs). A running run is never a
+        best."""
         metric = query.metric
 
         def build(columns: dict[str, str]) -> dict[str, Any]:
@@ -211,10 +212,10 @@ class ElasticStore:
         body["aggs"] = eq.ranking_aggs(query, MAX_EXPERIMENTS, _TIE_CANDIDATES)
         with self.indices.errors("rank experiments"):
             answer = self.client.search(index=self.names["runs"], **body).body
-        agg = answer["aggregations"]["experiments"]
-        if agg.get("sum_other_doc_count"):
+        aggs = answer["aggregations"]
+        if aggs["runs"].get("sum_other_doc_count"):
             log.warning("more than %d experiments: the leaderboard is cut", MAX_EXPERIMENTS)
-        winners = eq.ranked_winners(agg, query)
+        winners = eq.ranked_winners(aggs, query)
         docs = self._runs_by_id([str(w[1]["run_id"]) for w in winners])
         rows = [
             ExperimentBest(name, float(get_path(best, metric)), docs[str(best["run_id"])], count)

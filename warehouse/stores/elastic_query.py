@@ -295,9 +295,10 @@ def scored(metric: str) -> dict[str, Any]:
 
 
 def ranking_aggs(query: RankQuery, experiments: int, candidates: int) -> dict[str, Any]:
-    """Experiments ranked by a ``max``/``min`` sub-aggregation; per experiment a ``top_hits``
-    of the few best runs, with only the fields the tie rule reads. Sorts name their
-    ``unmapped_type``: an index that has not mapped the metric yet answers, not refuses."""
+    """Each experiment's run count (``runs``), and over its finished runs with the metric
+    (``scored``) a ``max``/``min`` and a ``top_hits`` of the few best, with only the fields the
+    tie rule reads. The filter sits above the experiments, once (not one per experiment); sorts
+    name their ``unmapped_type``: an index that has not mapped the metric yet answers."""
     metric = query.metric
     sort = [
         {metric: {"order": query.order, "unmapped_type": "double"}},
@@ -309,24 +310,13 @@ def ranking_aggs(query: RankQuery, experiments: int, candidates: int) -> dict[st
         "sort": sort,
         "_source": {"includes": ["run_id", "ended_at", metric]},
     }
+    ranked = {
+        "terms": {"field": "experiment", "size": experiments, "order": {"best": query.order}},
+        "aggs": {"best": {query.direction: {"field": metric}}, "top": {"top_hits": top}},
+    }
     return {
-        "experiments": {
-            "terms": {
-                "field": "experiment",
-                "size": experiments,
-                "order": {"scored>best": query.order},
-            },
-            "aggs": {
-                # only finished runs that have the metric: ranking never meets a missing value
-                "scored": {
-                    "filter": scored(metric),
-                    "aggs": {
-                        "best": {query.direction: {"field": metric}},
-                        "top": {"top_hits": top},
-                    },
-                },
-            },
-        }
+        "runs": {"terms": {"field": "experiment", "size": experiments}},
+        "scored": {"filter": scored(metric), "aggs": {"experiments": ranked}},
     }
 
 
@@ -344,18 +334,20 @@ def _rank_key(query: RankQuery) -> Callable[[Mapping[str, Any]], tuple[Any, ...]
 
 
 def ranked_winners(
-    agg: Mapping[str, Any], query: RankQuery
+    aggs: Mapping[str, Any], query: RankQuery
 ) -> list[tuple[str, dict[str, Any], int]]:
-    """``(experiment, best candidate, run count)`` per bucket of :func:`ranking_aggs`; ties on
-    the score are settled here, exactly as the local store settles them."""
+    """``(experiment, best candidate, run count)`` per experiment of :func:`ranking_aggs`'s
+    answer; ties on the score are settled here, exactly as the local store settles them."""
     key = _rank_key(query)
+    counts = {str(b["key"]): int(b["doc_count"]) for b in aggs["runs"]["buckets"]}
     winners = []
-    for bucket in agg["buckets"]:
-        hits = bucket["scored"]["top"]["hits"]["hits"]
-        if bucket["scored"]["best"]["value"] is None or not hits:
+    for bucket in aggs["scored"]["experiments"]["buckets"]:
+        hits = bucket["top"]["hits"]["hits"]
+        if bucket["best"]["value"] is None or not hits:
             continue
         best = min((h["_source"] for h in hits), key=key)
-        winners.append((str(bucket["key"]), best, int(bucket["doc_count"])))
+        name = str(bucket["key"])
+        winners.append((name, best, counts.get(name, int(bucket["doc_count"]))))
     return winners
 
 
