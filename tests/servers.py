@@ -221,6 +221,23 @@ def private_es(tmp_path: Path) -> Iterator[NoidaServer]:
         server.stop()
 
 
+def es_settings(es_url: str, tag: str, **cli: Any) -> Any:
+    """Settings for the Elasticsearch store at ``es_url`` under a fresh index prefix starting
+    with ``tag`` (no console; ``cli`` adds or overrides settings)."""
+    from warehouse.settings import load
+
+    prefix = f"{tag}{uuid.uuid4().hex[:10]}"
+    return load(
+        cli={
+            "store": "elasticsearch",
+            "es_url": es_url,
+            "index_prefix": prefix,
+            "console": False,
+            **cli,
+        }
+    )
+
+
 def wipe_prefix(url: str, prefix: str) -> None:
     """Delete everything a test made under ``prefix`` (indices, data stream, templates)."""
     from elasticsearch import ApiError, Elasticsearch

@@ -23,11 +23,11 @@ from elasticsearch import Elasticsearch
 
 from tests.kibana.drawn import drawn
 from tests.kibana.test_vega_views import plotted
-from tests.servers import StrictProxy, wipe_prefix
+from tests.servers import StrictProxy, es_settings, wipe_prefix
 from warehouse.dashboards.kibana import LIVE_PANEL, panel_pixels, saved_objects
 from warehouse.dashboards.vega import STEP_PANELS, VL_VERSION, kibana_request, step_series_spec
 from warehouse.models import Run, RunStatus
-from warehouse.settings import Settings, load
+from warehouse.settings import Settings
 from warehouse.stores import open_store
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -38,14 +38,7 @@ def fresh(es_url: str) -> Iterator[Settings]:
     """`warehouse init` on an empty cluster prefix: templates and indices, no run yet."""
     from warehouse.stores.elastic import init_elasticsearch
 
-    settings = load(
-        cli={
-            "store": "elasticsearch",
-            "es_url": es_url,
-            "index_prefix": f"fr{uuid.uuid4().hex[:10]}",
-            "console": False,
-        }
-    )
+    settings = es_settings(es_url, "fr")
     init_elasticsearch(settings)
     yield settings
     wipe_prefix(es_url, settings.index_prefix)
@@ -98,14 +91,7 @@ def live(es_url: str) -> Iterator[tuple[Settings, list[str]]]:
     that logged a step last, newest first (worked out from the steps written)."""
     from warehouse.stores.elastic import init_elasticsearch
 
-    settings = load(
-        cli={
-            "store": "elasticsearch",
-            "es_url": es_url,
-            "index_prefix": f"lv{uuid.uuid4().hex[:10]}",
-            "console": False,
-        }
-    )
+    settings = es_settings(es_url, "lv")
     init_elasticsearch(settings)
     last: dict[str, datetime] = {}
     with open_store(settings) as store:

@@ -16,7 +16,6 @@ answer is drawn by vl-convert at the size of its dashboard panel. Then:
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,11 +35,11 @@ from tests.kibana.team_shape import (
     team_data,
 )
 from tests.kibana.test_vega_views import BUCKET_FIELDS, as_bucket_rows, as_float, plotted
-from tests.servers import StrictProxy, wipe_prefix
+from tests.servers import StrictProxy, es_settings, wipe_prefix
 from tests.strict_es import count_buckets
 from warehouse.dashboards.kibana import OVERVIEW_PANELS, panel_pixels
 from warehouse.dashboards.vega import kibana_request, slices_spec_for_kibana, spec_for_kibana
-from warehouse.settings import Settings, load
+from warehouse.settings import Settings
 from warehouse.stores import open_store
 
 RUNS = 12_000
@@ -51,15 +50,7 @@ TOP = 20  # the rows a manager's panel shows
 def team(es_url: str) -> Iterator[tuple[Settings, TeamData]]:
     from warehouse.stores.elastic import init_elasticsearch
 
-    settings = load(
-        cli={
-            "store": "elasticsearch",
-            "es_url": es_url,
-            "index_prefix": f"tm{uuid.uuid4().hex[:10]}",
-            "console": False,
-            "es_timeout_s": 600,
-        }
-    )
+    settings = es_settings(es_url, "tm", es_timeout_s=600)
     init_elasticsearch(settings)
     data = team_data(RUNS)
     with open_store(settings) as store:
