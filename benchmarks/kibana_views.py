@@ -1,19 +1,23 @@
-"""Cost of the Kibana views' requests at 10k and 100k runs — on the ES-API TEST SERVER.
+"""The Kibana views at a team's shape and 100k runs — on the ES-API TEST SERVER, checked.
 
-    python benchmarks/kibana_views.py                    # 10,000 runs
-    python benchmarks/kibana_views.py --runs 10000 100000
+    python benchmarks/kibana_views.py                      # 12,000 and 100,000 runs
+    python benchmarks/kibana_views.py --runs 100000 --shape sweep
 
-Starts a noida-db (the ES-API test server the tests use), bulk-loads synthetic runs
-(``tests/kibana/test_scale.py``'s generator: old experiments plus late runs that beat them),
-then times each view's request exactly as Kibana builds it (``%context%`` with a Lucene query
-bar, a 90-day ``%timefield%`` range, the automatic interval): the median of ``--repeat`` calls
-after one warm-up, with the answer's size (buckets, bytes) — the O(experiments)/O(buckets)
-part. For comparison it also times the CLI's ``leaderboard`` and ``over-time`` on the same
-store (the latter pages through every run).
+Starts a noida-db (the ES-API test server the tests use) behind the tests' checking layer
+(``tests/strict_es.py``: what Elasticsearch 9 refuses is refused, ``search.max_buckets``
+included), bulk-loads ``tests/kibana/team_shape.py``'s data (300 experiments, sweeps of 300
+configs, 50 slice labels; ``--shape sweep``: a pure hyper-parameter sweep, every run its own
+config), then sends each overview view's request exactly as Kibana builds it (an empty query
+bar, the last 90 days, the automatic interval) and prints per view: whether Elasticsearch's
+limits hold (``refused``), the answer's buckets (against the 65,536 of
+``search.max_buckets``), hits and bytes, the median time of ``--repeat`` calls after one
+warm-up, and the rows the panel draws. For comparison it times the CLI's ``leaderboard`` on the
+same store.
 
-These are the test server's figures, NOT Elasticsearch's: noida-db scans linearly and is far
-slower than Elasticsearch; use them to compare the requests with each other and across sizes.
-The machine's load average (``os.getloadavg()``) is printed before and after.
+Times are the test server's, NOT Elasticsearch's: noida-db scans linearly and is far slower;
+use them to compare the requests with each other and across sizes. The buckets, hits and
+bytes are the answer's own and hold for Elasticsearch too. The machine's load average
+(``os.getloadavg()``) is printed before and after.
 """
 
 from __future__ import annotations
@@ -25,14 +29,13 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-VIEWS = ("experiments_ranked", "bias_variance", "best_over_time")
+VIEWS = ("experiments_ranked", "bias_variance", "best_over_time", "slices", "seeds")
 
 
 def _median_ms(call: Any, repeat: int) -> float:
@@ -45,58 +48,68 @@ def _median_ms(call: Any, repeat: int) -> float:
     return statistics.median(times)
 
 
-def measure(es_url: str, runs: int, repeat: int) -> dict[str, Any]:
-    from elasticsearch import Elasticsearch
+def measure(es_url: str, runs: int, repeat: int, sweep: bool) -> dict[str, Any]:
+    from elasticsearch import ApiError, Elasticsearch
 
-    from tests.kibana.test_scale import CONTEXT, NOW, SPAN, cli_filter, make_runs
-    from warehouse.dashboards.vega import kibana_request, spec_for_kibana
+    from tests.kibana.drawn import drawn
+    from tests.kibana.team_shape import bulk_samples, team_data
+    from tests.servers import es_settings
+    from tests.strict_es import MAX_BUCKETS, count_buckets
+    from warehouse.dashboards.kibana import OVERVIEW_PANELS, panel_pixels
+    from warehouse.dashboards.vega import kibana_request, slices_spec_for_kibana, spec_for_kibana
     from warehouse.query import views
-    from warehouse.settings import load
     from warehouse.stores import open_store
     from warehouse.stores.elastic import init_elasticsearch
 
-    settings = load(
-        cli={
-            "store": "elasticsearch",
-            "es_url": es_url,
-            "index_prefix": f"kb{uuid.uuid4().hex[:8]}",
-            "console": False,
-            # the test server answers 100k-run writes and scans in seconds, not milliseconds
-            "es_timeout_s": 600,
-        }
-    )
+    # the test server answers 100k-run writes and scans in seconds, not milliseconds
+    settings = es_settings(es_url, "kb", es_timeout_s=600)
     init_elasticsearch(settings)
-    docs = make_runs(runs)
+    data = team_data(runs, sweep_only=sweep)
     start = time.perf_counter()
     with open_store(settings) as store:
-        for begin in range(0, len(docs), 5_000):
-            store.write_runs(docs[begin : begin + 5_000])
-    load_s = time.perf_counter() - start
+        for begin in range(0, len(data.runs), 5_000):
+            store.write_runs(data.runs[begin : begin + 5_000])
     client = Elasticsearch(es_url, request_timeout=600)
-    out: dict[str, Any] = {"runs": runs, "bulk_load_s": round(load_s, 1), "views": {}}
+    bulk_samples(client, f"{settings.index_prefix}-samples", data.samples)
+    out: dict[str, Any] = {
+        "runs": len(data.runs),
+        "shape": "sweep" if sweep else "team",
+        "experiments": len({r["experiment"] for r in data.runs}),
+        "configs": len({r["config_hash_noseed"] for r in data.runs}),
+        "samples": len(data.samples),
+        "bulk_load_s": round(time.perf_counter() - start, 1),
+        "max_buckets": MAX_BUCKETS,
+        "views": {},
+    }
     for view in VIEWS:
-        spec = spec_for_kibana(view, settings.index_prefix)
-        index, body = kibana_request(spec["data"]["url"], NOW - SPAN, NOW, CONTEXT)
-        answer = client.search(index=index, body=body).body
-        agg = next(iter(answer["aggregations"].values()))
+        if view == "slices":
+            spec = slices_spec_for_kibana(settings.index_prefix)
+        else:
+            spec = spec_for_kibana("seed_replicates" if view == "seeds" else view,
+                                   settings.index_prefix)  # fmt: skip
+        index, body = kibana_request(spec["data"]["url"], *data.window)
+        try:
+            answer = client.search(index=index, body=body).body
+        except ApiError as exc:
+            out["views"][view] = {"refused": f"{exc.status_code} {exc.message}"}
+            continue
+        filled = {**spec, "data": {"values": answer, "format": spec["data"]["format"]}}
+        picture = drawn(filled, panel_pixels(*OVERVIEW_PANELS[view][2:]))
         out["views"][view] = {
+            "refused": None,
+            "buckets": count_buckets(answer.get("aggregations")),
+            "hits": len(answer["hits"]["hits"]),
+            "answer_bytes": len(json.dumps(answer)),
             "median_ms": round(
                 _median_ms(lambda i=index, b=body: client.search(index=i, body=b), repeat), 1
             ),
-            "buckets": len(agg["buckets"]),
-            "answer_bytes": len(json.dumps(answer)),
+            "rows_drawn": None if view == "best_over_time" else len(picture.row_labels()),
+            "legend_entries": len(picture.legend_labels()),
+            "note": next((t for t in picture.mark_texts() if " shown" in t), None),
         }
     with open_store(settings) as store:
         out["cli_leaderboard_ms"] = round(
-            _median_ms(
-                lambda: views.leaderboard(store, "val.acc", filter=cli_filter("started_at")),
-                repeat,
-            ),
-            1,
-        )
-        out["cli_over_time_ms"] = round(
-            _median_ms(lambda: views.over_time(store, "val.acc", filter=cli_filter("ended_at")), 1),
-            1,
+            _median_ms(lambda: views.leaderboard(store, "val.acc"), repeat), 1
         )
     client.close()
     return out
@@ -104,20 +117,26 @@ def measure(es_url: str, runs: int, repeat: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, nargs="+", default=[10_000])
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--runs", type=int, nargs="+", default=[12_000, 100_000])
+    parser.add_argument("--shape", choices=("team", "sweep"), default="team")
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     from tests.servers import NoidaServer, free_port
+    from tests.strict_es import StrictProxy
 
-    print("ES-API TEST SERVER (noida-db) figures — not Elasticsearch's.")
+    print("ES-API TEST SERVER (noida-db) figures, behind the checking layer — not Elasticsearch's.")
     print(f"load average before: {os.getloadavg()}")
     with tempfile.TemporaryDirectory() as tmp:
         server = NoidaServer(port=free_port(), data_dir=Path(tmp) / "data")
         server.start()
+        proxy = StrictProxy(server.url)
+        proxy.start()
         try:
             for runs in args.runs:
-                print(json.dumps(measure(server.url, runs, args.repeat), indent=2))
+                result = measure(proxy.url, runs, args.repeat, args.shape == "sweep")
+                print(json.dumps(result, indent=2), flush=True)
         finally:
+            proxy.stop()
             server.stop()
     print(f"load average after: {os.getloadavg()}")
 

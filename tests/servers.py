@@ -7,7 +7,8 @@ from __future__ import annotations
 
 # ==== Elasticsearch-API server =================================================================
 # A noida-db process (``noida-db start --only elasticsearch``) on a free 127.0.0.1 port for the
-# whole session, or a real cluster when WAREHOUSE_TEST_ES_URL is set. Each test gets its own
+# whole session, or a real cluster when WAREHOUSE_TEST_ES_URL is set, always behind the checking
+# layer of ``tests/strict_es.py`` (what Elasticsearch 9 refuses is refused). Each test gets its own
 # index prefix (``es_prefix``) whose indices, stream and templates are deleted after it. A server
 # that cannot start fails the run with its stderr, never skips. noida-db is not Elasticsearch:
 # it is a local server speaking a subset of the Elasticsearch REST API (see test-servers.md).
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.strict_es import StrictProxy
 
 ES_START_TIMEOUT_S = 60.0
 
@@ -161,20 +164,34 @@ def es_answers(url: str) -> bool:
 
 
 @pytest.fixture(scope="session")
-def es_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The session's Elasticsearch-API URL: WAREHOUSE_TEST_ES_URL, else a noida-db we start."""
+def strict_es(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StrictProxy]:
+    """The checking layer of ``tests/strict_es.py`` in front of the session's Elasticsearch-API
+    server (WAREHOUSE_TEST_ES_URL, else a noida-db we start): it refuses what Elasticsearch 9
+    refuses and the test server lets through; ``.refused`` lists what it refused."""
     real = os.environ.get("WAREHOUSE_TEST_ES_URL")
+    server = None
     if real:
         if not es_answers(real):
             pytest.fail(f"WAREHOUSE_TEST_ES_URL={real} does not answer GET /", pytrace=False)
-        yield real.rstrip("/")
-        return
-    server = NoidaServer(free_port(), tmp_path_factory.mktemp("noida") / "data")
-    server.start()
+        upstream = real.rstrip("/")
+    else:
+        server = NoidaServer(free_port(), tmp_path_factory.mktemp("noida") / "data")
+        server.start()
+        upstream = server.url
+    proxy = StrictProxy(upstream)
+    proxy.start()
     try:
-        yield server.url
+        yield proxy
     finally:
-        server.stop()
+        proxy.stop()
+        if server is not None:
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def es_url(strict_es: StrictProxy) -> str:
+    """The session's Elasticsearch-API URL, always through the checking layer."""
+    return strict_es.url
 
 
 @pytest.fixture
@@ -202,6 +219,23 @@ def private_es(tmp_path: Path) -> Iterator[NoidaServer]:
         yield server
     finally:
         server.stop()
+
+
+def es_settings(es_url: str, tag: str, **cli: Any) -> Any:
+    """Settings for the Elasticsearch store at ``es_url`` under a fresh index prefix starting
+    with ``tag`` (no console; ``cli`` adds or overrides settings)."""
+    from warehouse.settings import load
+
+    prefix = f"{tag}{uuid.uuid4().hex[:10]}"
+    return load(
+        cli={
+            "store": "elasticsearch",
+            "es_url": es_url,
+            "index_prefix": prefix,
+            "console": False,
+            **cli,
+        }
+    )
 
 
 def wipe_prefix(url: str, prefix: str) -> None:

@@ -227,13 +227,6 @@ def test_no_import_cycle_between_units() -> None:
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
-# File-level cycles that remain while their owners break them (issue 26, item 3); each entry
-# goes when its cycle does, and no new cycle may join the list.
-KNOWN_FILE_CYCLES = {
-    frozenset({"warehouse.stores.elastic", "warehouse.stores.elastic_admin"}),
-}
-
-
 def test_the_file_checker_finds_a_planted_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c", "d"}, "c": {"a"}, "d": set()}
     assert strongly_connected(graph) == [frozenset({"a", "b", "c"})]
@@ -247,7 +240,7 @@ def test_the_file_checker_sees_real_edges() -> None:
 
 
 def test_no_import_cycle_between_files() -> None:
-    cycles = [c for c in strongly_connected(file_graph()) if c not in KNOWN_FILE_CYCLES]
+    cycles = strongly_connected(file_graph())
     assert not cycles, "import cycles between files: " + "; ".join(
         " <-> ".join(sorted(c)) for c in cycles
     )

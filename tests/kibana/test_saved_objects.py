@@ -271,7 +271,7 @@ def test_export_objects_command_writes_objects_for_an_index_prefix(tmp_path: Pat
     )
     assert ranked["data"]["url"]["index"] == "team-a-runs"
     params = {p["name"]: p["value"] for p in ranked["params"]}
-    assert params == {"metric_split": "val", "metric_name": "loss", "direction": "min"}
+    assert params == {"metric_split": "val", "metric_name": "loss", "direction": "min", "top_n": 20}
     assert check_saved_objects(objs, _permissive(objs)) == []
 
 

@@ -428,6 +428,57 @@ class TestStoreContract:
             ("u", "u-late"),
         ]
 
+    def test_a_running_run_is_never_an_experiments_best(self, store: Store) -> None:
+        """A running run's score is not final: it never leads its experiment, whether it
+        scores higher or ties (its twin without an end), on every store."""
+        running = [
+            dict(run_doc("a-ahead", "a", 0.97, day=3), status="running", ended_at=None),
+            dict(run_doc("a-twin", "a", 0.90, day=1), status="running", ended_at=None),
+            dict(run_doc("b-only", "b", 0.99, day=4), status="running", ended_at=None),
+        ]
+        finished = [run_doc("a-done", "a", 0.90, day=2), run_doc("c-done", "c", 0.5, day=2)]
+        store.write_runs(running + finished)
+        got = store.best_per_experiment(RankQuery("metrics.val.acc", "max"))
+        assert [(b.experiment, b.score, b.run["run_id"], b.run_count) for b in got] == [
+            ("a", 0.90, "a-done", 3),
+            ("c", 0.5, "c-done", 1),
+        ]
+
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            pytest.param("params.data.augment:TRUE", ["bool-true"], id="upper"),
+            pytest.param("params.data.augment:True", ["bool-true"], id="title"),
+            pytest.param("params.data.augment:true", ["bool-true"], id="lower"),
+            pytest.param("params.data.augment:FALSE", ["bool-false"], id="false"),
+            pytest.param(
+                "NOT params.data.augment:TRUE",
+                ["bool-false", "mixed-true", "mixed-text", "mixed-word"],
+                id="negated",
+            ),
+            pytest.param("params.data.mode:TRUE", ["mixed-true", "mixed-word"], id="mixed"),
+            pytest.param("params.data.mode:true", ["mixed-true"], id="mixed-lower"),
+            pytest.param("params.data.mode:auto", ["mixed-text"], id="mixed-text"),
+        ],
+    )
+    def test_boolean_params_match_true_in_any_case(
+        self, store: Store, text: str, expected: list[str]
+    ) -> None:
+        """A boolean param is a boolean column on the local store (``TRUE`` matches it) and a
+        keyword ``true`` on Elasticsearch: both stores find the same runs; where a key holds
+        booleans and text, the boolean's word matches in any case and text as written."""
+        docs = [
+            dict(run_doc("bool-true", "p", 0.5), params={"data.augment": True}),
+            dict(run_doc("bool-false", "p", 0.5), params={"data.augment": False}),
+            dict(run_doc("mixed-true", "p", 0.5), params={"data.mode": True}),
+            dict(run_doc("mixed-text", "p", 0.5), params={"data.mode": "auto"}),
+            dict(run_doc("mixed-word", "p", 0.5), params={"data.mode": "TRUE"}),
+        ]
+        store.write_runs(docs)
+        assert ids(store.search_runs(RunQuery(filter=text, sort=(("run_id", "asc"),)))) == sorted(
+            expected
+        )
+
     def test_best_per_experiment_of_an_unknown_metric_is_an_error(self, store: Store) -> None:
         store.write_runs(DOCS)
         with pytest.raises(QuerySyntaxError, match=r"metrics\.val\.acc"):

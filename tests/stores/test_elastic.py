@@ -56,6 +56,7 @@ def raw(es_url: str) -> Iterator[Elasticsearch]:
 
 def run_doc(experiment: str = "exp", acc: float | None = 0.9, **extra: Any) -> dict[str, Any]:
     extra.setdefault("metrics", {"val": {"acc": acc}} if acc is not None else {})
+    extra.setdefault("status", "completed")  # a running run is never an experiment's best
     return Run(experiment=experiment, **extra).to_doc()
 
 

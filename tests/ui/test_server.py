@@ -204,11 +204,12 @@ def test_overview_matches_the_query_views(server: UiServer, demo: Demo) -> None:
     )
     # each chart carries the aggregation-shaped answer Kibana draws: one bucket per experiment
     ranked = body["charts"]["experiments_ranked"]["data"]
-    assert ranked["format"]["property"] == "aggregations.experiments.buckets"
-    buckets = ranked["values"]["aggregations"]["experiments"]["buckets"]
-    best = {b["key"]: b["scored"]["top"]["hits"]["hits"][0]["_source"]["run_id"] for b in buckets}
+    assert ranked["format"]["property"] == "aggregations"
+    aggregations = ranked["values"]["aggregations"]
+    buckets = aggregations["scored"]["experiments"]["buckets"]
+    best = {b["key"]: b["top"]["hits"]["hits"][0]["_source"]["run_id"] for b in buckets}
     assert best == {r["experiment"]: r["best_run_id"] for r in board}
-    assert sum(b["doc_count"] for b in buckets) == len(demo.run_ids)
+    assert sum(b["doc_count"] for b in aggregations["runs"]["buckets"]) == len(demo.run_ids)
 
 
 def test_runs_of_a_mistyped_filter_say_what_was_meant(server: UiServer, demo: Demo) -> None:

@@ -44,12 +44,15 @@ if TYPE_CHECKING:
     from warehouse.settings import Settings
 
 __all__ = [
+    "LIVE_PANEL",
     "NDJSON_NAME",
+    "OVERVIEW_PANELS",
     "ImportReport",
     "check_saved_objects",
     "export_objects",
     "import_objects",
     "objects_for",
+    "panel_pixels",
     "parse_ndjson",
     "saved_objects",
     "to_ndjson",
@@ -70,6 +73,32 @@ _VIEW_TITLES = {
     "experiments_ranked": "Experiments ranked",
     "bias_variance": "Bias / variance per experiment",
 }
+OVERVIEW_PANELS = {  # slug -> (x, y, w, h) on the results overview's 48-column grid
+    "best_over_time": (0, 0, 48, 15),
+    "experiments_ranked": (0, 15, 24, 16),
+    "bias_variance": (24, 15, 24, 16),
+    "slices": (0, 31, 48, 18),
+    "seeds": (0, 49, 48, 16),
+    "runs-table": (0, 65, 48, 18),
+}
+LIVE_PANEL = (24, 12)  # (w, h) of each live-training chart, two per row
+GRID_COLUMNS = 48
+ROW_PX = 20  # Kibana's dashboard grid: rows of 20 px ...
+GAP_PX = 8  # ... with 8 px between panels (useMargins)
+DASHBOARD_PX = 1400  # the width the panels are sized for: a 1440-px screen, Kibana's side nav shut
+PANEL_PADDING_PX = 8  # the panel's own padding around the Vega view, each side
+
+
+def panel_pixels(w: int, h: int) -> tuple[int, int]:
+    """The pixels (width, height) a Vega view gets in a panel of ``w`` x ``h`` grid units on
+    a :data:`DASHBOARD_PX`-wide dashboard: what Kibana's ``autosize: fit`` sizes a spec to,
+    so what the tests render each view at to count the rows it can label."""
+    column = (DASHBOARD_PX - (GRID_COLUMNS - 1) * GAP_PX) / GRID_COLUMNS
+    width = w * column + (w - 1) * GAP_PX - 2 * PANEL_PADDING_PX
+    height = h * ROW_PX + (h - 1) * GAP_PX - 2 * PANEL_PADDING_PX
+    return int(width), int(height)
+
+
 _RUN_COLUMNS = (
     "started_at",
     "experiment",
@@ -125,29 +154,25 @@ def saved_objects(
     objs.append(_search(prefix, columns))
 
     overview = [
-        ("visualization", _id(prefix, "best_over_time"), 0, 0, 48, 15),
-        ("visualization", _id(prefix, "experiments_ranked"), 0, 15, 24, 16),
-        ("visualization", _id(prefix, "bias_variance"), 24, 15, 24, 16),
-        ("visualization", _id(prefix, "slices"), 0, 31, 48, 16),
-        ("visualization", _id(prefix, "seeds"), 0, 47, 48, 16),
-        ("search", _id(prefix, "runs-table"), 0, 63, 48, 18),
+        ("search" if slug == "runs-table" else "visualization", _id(prefix, slug), *grid)
+        for slug, grid in OVERVIEW_PANELS.items()
     ]
     objs.append(
         _dashboard(
             _id(prefix, "results-overview"),
             _title("Results overview", prefix),
             f"Best {metric_path} over time, experiments ranked, bias/variance of each "
-            "experiment's best run, the per-sample accuracy per slice value, the seed "
-            "replicate groups, and the runs "
-            "table. Filter with the query bar "
-            "(e.g. experiment : digits-*).",
+            "experiment's best finished run, the per-sample accuracy per slice value, the "
+            "seed replicate groups of the best runs, and the runs table. Each chart shows the "
+            "20 best rows and says how many of how many; filter with the query bar "
+            "(e.g. experiment : digits-*) to see others.",
             overview,
             time_from="now-90d",
             refresh_ms=None,
         )
     )
     live = [
-        ("visualization", _id(prefix, f"live-{p.slug}"), 24 * (i % 2), 12 * (i // 2), 24, 12)
+        ("visualization", _id(prefix, f"live-{p.slug}"), 24 * (i % 2), 12 * (i // 2), *LIVE_PANEL)
         for i, p in enumerate(STEP_PANELS)
     ]
     objs.append(

@@ -2,32 +2,29 @@
 
 Translation only: records become documents (``elastic_bulk``), queries become DSL
 (``elastic_query``), client errors become ours at one border (``elastic_errors``, through
-``_map_errors``); templates, aliases and the steps data stream come from ``elastic_templates``
-and ``elastic_admin`` (`warehouse init`). Writes are idempotent by ``_id``: runs are indexed
-with ``version_type=external_gte`` and a nanosecond version (a late copy never overwrites a
-newer one), a split's samples are deleted and rewritten, steps are created by ``run_id:seq``
-(the first write wins: a 409 on ``create`` means already stored). Runs and steps are written with
-``refresh=wait_for``, samples refreshed once at the end: "record, then query" sees the record.
-A server that answers the 9.x client's first request is accepted whatever version it reports
-(an 8.x refuses its ``compatible-with=9`` headers; noida-db says 8.15.3 and speaks the 9 API).
-The client and its retry policy come from ``elastic_connect``; the samples index is written and
-read by ``elastic_samples``, on this store's helpers.
+``ElasticIndices.errors``); templates, aliases and the steps data stream come from
+``elastic_templates`` and ``elastic_admin`` (`warehouse init`). Writes are idempotent by
+``_id``: runs are indexed with ``version_type=external_gte`` and a nanosecond version (a late
+copy never overwrites a newer one), a split's samples are deleted and rewritten, steps are
+created by ``run_id:seq`` (the first write wins: a 409 on ``create`` means already stored).
+Runs and steps are written with ``refresh=wait_for``, samples refreshed once at the end:
+"record, then query" sees the record. A server that answers the 9.x client's first request is
+accepted whatever version it reports (an 8.x refuses its ``compatible-with=9`` headers;
+noida-db says 8.15.3 and speaks the 9 API). The connection, the error border, the mapping
+cache and paged hits are ``elastic_indices`` (the client and its retry policy come from
+``elastic_connect``); the samples index is written and read by ``elastic_samples`` on those
+same indices.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
-import time
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
-import elastic_transport
 import pyarrow as pa
 from elasticsearch import Elasticsearch
 
-from warehouse.errors import InvalidRecord, NotFound, QuerySyntaxError, WarehouseError
 from warehouse.filters import lucene
 from warehouse.filters.docpath import get_path
 from warehouse.models import run_version
@@ -48,8 +45,9 @@ from warehouse.stores.base import (
     TimelineQuery,
 )
 from warehouse.stores.elastic_connect import DEFAULT_TIMEOUT_S, MAX_RETRIES
-from warehouse.stores.elastic_errors import CLIENT_ERRORS, map_error, not_initialised, public_url
-from warehouse.stores.elastic_templates import KINDS, MAX_TYPED_PARAMS, Kind, index_names
+from warehouse.stores.elastic_errors import map_error, public_url
+from warehouse.stores.elastic_indices import ElasticIndices
+from warehouse.stores.elastic_templates import KINDS, MAX_TYPED_PARAMS, Kind
 from warehouse.stores.timeline_search import timeline_by_search
 
 if TYPE_CHECKING:
@@ -59,8 +57,6 @@ log = logging.getLogger(__name__)
 
 MAX_EXPERIMENTS = 10_000
 _TIE_CANDIDATES = 10  # best runs fetched per experiment; ties among them settled client-side
-WRITE_TIMEOUT_S = 120.0  # bulk chunks and delete_by_query may take longer than a search
-_FIELDS_TTL_S = 30.0
 
 
 class ElasticStore:
@@ -68,6 +64,8 @@ class ElasticStore:
 
     ``ElasticStore("http://localhost:9200", prefix="team-a")`` or an ``Elasticsearch`` client;
     :meth:`from_settings` for the configured one. Construction never touches the network.
+    The connection, the error border and the mapping cache are its :attr:`indices`
+    (:class:`~warehouse.stores.elastic_indices.ElasticIndices`), shared with the samples.
     """
 
     def __init__(
@@ -79,23 +77,14 @@ class ElasticStore:
         client_options: Mapping[str, Any] | None = None,
         require_tls: bool = False,
     ) -> None:
-        if isinstance(client_or_url, str):
-            self._client: Elasticsearch | None = None
-            self.url = client_or_url
-        else:
-            self._client = client_or_url
-            node = next(iter(client_or_url.transport.node_pool.all())).config
-            self.url = f"{node.scheme}://{node.host}:{node.port}{node.path_prefix}"
-        self._options = dict(client_options or {})
+        self.indices = ElasticIndices(
+            client_or_url, prefix=prefix, client_options=client_options, require_tls=require_tls
+        )
+        self.url = self.indices.url
         self.require_tls = require_tls
         self.prefix = prefix
         self.steps_retention = steps_retention
-        self.names = index_names(prefix)
-        self._lock = threading.Lock()
-        self._info: dict[str, Any] | None = None
-        self._ready: set[Kind] = set()
-        self._fields: dict[Kind, tuple[float, dict[str, str]]] = {}
-        self.server_version: str | None = None
+        self.names = self.indices.names
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ElasticStore:
@@ -112,41 +101,21 @@ class ElasticStore:
     # connection ----------------------------------------------------------------------------
     @property
     def client(self) -> Elasticsearch:
-        """The client, created and version-checked on first use (see ``elastic_connect``:
-        a time-out is never retried, refused connections and 429/5xx answers twice)."""
-        with self._lock:
-            if self._client is None:
-                self._client = connect.connect(
-                    self.url, self._options, require_tls=self.require_tls
-                )
-            client = self._client
-        if self._info is None:
-            try:
-                self._info = self._read_info(client)  # other errors: the caller's _map_errors
-            except elastic_transport.ConnectionTimeout:
-                raise connect.not_answering(self.url, self._options) from None
-        return client
+        """The client, created and version-checked on first use."""
+        return self.indices.client
+
+    @property
+    def server_version(self) -> str | None:
+        """The version the server reported (None before the first request)."""
+        return self.indices.server_version
 
     def server_info(self) -> dict[str, Any]:
         """``GET /`` of the server: version, cluster name (raises if unsupported/unreachable)."""
-        with self._map_errors("connect"):
-            self.client  # noqa: B018 - connects and reads the info once
-        assert self._info is not None
-        return self._info
+        return self.indices.server_info()
 
-    def _read_info(self, client: Elasticsearch) -> dict[str, Any]:
-        info, self.server_version = connect.read_info(client)
-        return info
-
-    @contextlib.contextmanager
-    def _map_errors(self, doing: str, *, writing: bool = False) -> Iterator[None]:
-        """Turn every client/transport error inside the block into a warehouse error."""
-        try:
-            yield
-        except WarehouseError:
-            raise
-        except CLIENT_ERRORS as exc:
-            raise map_error(exc, self.url, doing=doing, writing=writing) from exc
+    def columns(self, kind: Kind, *, fresh: bool = False) -> dict[str, str]:
+        """``{dotted.field: lucene kind}`` of every field the index has mapped (cached 30 s)."""
+        return self.indices.columns(kind, fresh=fresh)
 
     # writes --------------------------------------------------------------------------------
     def write_runs(self, docs: Sequence[dict[str, Any]]) -> None:
@@ -169,19 +138,19 @@ class ElasticStore:
             + b"\n"
             for doc in docs
         ]
-        with self._map_errors("write runs", writing=True):
-            self._ensure_ready("runs")
-            writer = self._writer()
+        with self.indices.errors("write runs", writing=True):
+            self.indices.ensure_ready("runs")
+            writer = self.indices.writer()
             result = bulk.send(writer, items, refresh="wait_for")
         if any(len(doc.get("params") or {}) > MAX_TYPED_PARAMS for doc in docs):
-            self._fields.pop("runs", None)  # params_extra now holds values: read it afresh
-        self._raise_rejected(result, "run", len(items))
+            self.indices.forget_columns("runs")  # params_extra now holds values: read it afresh
+        self.indices.raise_rejected(result, "run", len(items))
 
     def write_samples(
         self, run_id: str, experiment: str, split: str, batches: Iterable[pa.RecordBatch]
     ) -> int:
         """Replace the samples of ``run_id``/``split``; stream the batches; return the count."""
-        return samples.write(self, run_id, experiment, split, batches)
+        return samples.write(self.indices, run_id, experiment, split, batches)
 
     def write_steps(self, run_id: str, experiment: str, steps: Sequence[dict[str, Any]]) -> None:
         """Store step documents ``run_id:seq``; the first write of a ``seq`` wins.
@@ -199,84 +168,54 @@ class ElasticStore:
             (f"{run_id}:{int(s['seq'])}", {**s, "run_id": run_id, "experiment": experiment})
             for s in steps
         ]
-        with self._map_errors("write steps", writing=True):
-            self._ensure_ready("steps")
-            writer = self._writer()
+        with self.indices.errors("write steps", writing=True):
+            self.indices.ensure_ready("steps")
+            writer = self.indices.writer()
             result = bulk.send(writer, bulk.item_lines("create", stream, docs), refresh="wait_for")
         if result.existing:
             log.debug("%d step(s) of run %s were already stored", result.existing, run_id)
-        self._raise_rejected(result, "step", len(docs))
-
-    def _writer(self) -> Elasticsearch:
-        """The client with the write timeout: bulk chunks and deletes outlast a search."""
-        return self.client.options(request_timeout=WRITE_TIMEOUT_S)
-
-    def _ensure_ready(self, kind: Kind) -> None:
-        """Fail with 'run warehouse init' before writing where init never ran (checked once)."""
-        if kind in self._ready:
-            return
-        client = self.client
-        name = self.names[kind]
-        present = (
-            client.indices.exists_index_template(name=name).body
-            if kind == "steps"
-            else client.indices.exists_alias(name=name).body
-        )
-        if not present:
-            raise not_initialised(self.url, name)
-        self._ready.add(kind)
-
-    def _raise_rejected(self, result: bulk.BulkResult, what: str, total: int) -> None:
-        if not result.rejected:
-            return
-        first_id, first = result.rejected[0]
-        if "index_not_found" in first or "no such index" in first:
-            raise not_initialised(self.url, self.prefix + "-*")
-        raise InvalidRecord(
-            f"Elasticsearch at {public_url(self.url)} rejected {len(result.rejected)} of "
-            f"{total} {what} document(s); first: {first_id}: {first}. The index mapping "
-            "disagrees with the record; fix the record (or the mapping) and run "
-            "'warehouse sync'",
-            items=[f"{i}: {r}" for i, r in result.rejected[:20]],
-        )
+        self.indices.raise_rejected(result, "step", len(docs))
 
     # reads ---------------------------------------------------------------------------------
     def search_runs(self, query: RunQuery) -> list[dict[str, Any]]:
         """Run documents matching ``query``, in its order, at most ``limit``."""
 
         def build(columns: dict[str, str]) -> dict[str, Any]:
-            return eq.runs_body(query, columns, self._has_extra)
+            return eq.runs_body(query, columns, self.indices.has_extra)
 
-        body = self._build("runs", build)
+        body = self.indices.build("runs", build)
         if body is None:
             return []
-        hits = self._hits("runs", body, query.limit, 0)
+        hits = self.indices.hits("runs", body, query.limit, 0)
         return [bulk.run_from_source(hit["_source"]) for hit in hits]
 
     def best_per_experiment(self, query: RankQuery) -> list[ExperimentBest]:
         """Each experiment's best run, best first (ties: the earlier ended_at, then run_id).
 
-        One ``terms`` aggregation ranks the experiments by a ``max``/``min`` sub-aggregation;
-        per experiment a ``top_hits`` brings the few best candidates with only the fields the
-        tie rule reads, and one ``mget`` then fetches the winners' documents: O(experiments)
-        documents cross the wire, never O(runs)."""
+        One aggregation: each experiment's run count, and over its finished runs with the
+        metric a ``max``/``min`` and a ``top_hits`` of the few best candidates with only the
+        fields the tie rule reads; one ``mget`` then fetches the winners' documents:
+        O(experiments) documents cross the wire, never O(runs). A running run is never a
+        best."""
         metric = query.metric
 
         def build(columns: dict[str, str]) -> dict[str, Any]:
             lucene.check_metric(metric, columns)
-            where = eq.to_query(query.filter, columns, lucene.DEFAULT_FIELDS, self._has_extra)
+            where = eq.to_query(
+                query.filter, columns, lucene.DEFAULT_FIELDS, self.indices.has_extra
+            )
             return {"size": 0, "query": where}
 
-        body = self._build("runs", build)
+        body = self.indices.build("runs", build)
         if body is None:
             return []
         body["aggs"] = eq.ranking_aggs(query, MAX_EXPERIMENTS, _TIE_CANDIDATES)
-        with self._map_errors("rank experiments"):
+        with self.indices.errors("rank experiments"):
             answer = self.client.search(index=self.names["runs"], **body).body
-        agg = answer["aggregations"]["experiments"]
-        if agg.get("sum_other_doc_count"):
+        aggs = answer["aggregations"]
+        if aggs["runs"].get("sum_other_doc_count"):
             log.warning("more than %d experiments: the leaderboard is cut", MAX_EXPERIMENTS)
-        winners = eq.ranked_winners(agg, query)
+        winners = eq.ranked_winners(aggs, query)
         docs = self._runs_by_id([str(w[1]["run_id"]) for w in winners])
         rows = [
             ExperimentBest(name, float(get_path(best, metric)), docs[str(best["run_id"])], count)
@@ -294,14 +233,16 @@ class ElasticStore:
         """One ``terms`` aggregation over the matching runs."""
 
         def build(columns: dict[str, str]) -> dict[str, Any]:
-            where = eq.to_query(query.filter, columns, lucene.DEFAULT_FIELDS, self._has_extra)
+            where = eq.to_query(
+                query.filter, columns, lucene.DEFAULT_FIELDS, self.indices.has_extra
+            )
             return {"size": 0, "query": where}
 
-        body = self._build("runs", build)
+        body = self.indices.build("runs", build)
         if body is None or query.field not in self.columns("runs"):
             return {}
         body["aggs"] = {"values": {"terms": {"field": query.field, "size": MAX_EXPERIMENTS}}}
-        with self._map_errors("count runs"):
+        with self.indices.errors("count runs"):
             answer = self.client.search(index=self.names["runs"], **body).body
         return {
             str(b.get("key_as_string", b["key"])): int(b["doc_count"])
@@ -318,7 +259,7 @@ class ElasticStore:
             "sort": [{"updated_at": {"order": "desc", "unmapped_type": "date"}}],
             "_source": ["run_id", "updated_at"],
         }
-        with self._map_errors("count runs"):
+        with self.indices.errors("count runs"):
             answer = self.client.search(index=self.names["runs"], **body).body
         hits = answer["hits"]
         newest = hits["hits"][0].get("_source", {}) if hits["hits"] else {}
@@ -328,7 +269,7 @@ class ElasticStore:
         """The whole documents of these runs, by id (one request)."""
         if not run_ids:
             return {}
-        with self._map_errors("read runs"):
+        with self.indices.errors("read runs"):
             answer = self.client.mget(index=self.names["runs"], ids=list(run_ids)).body
         return {
             str(doc["_id"]): bulk.run_from_source(doc["_source"])
@@ -338,22 +279,22 @@ class ElasticStore:
 
     def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:
         """A run's sample rows (one split or all), sorted, from ``offset``, at most ``limit``."""
-        return samples.search(self, query)
+        return samples.search(self.indices, query)
 
     def sample_batches(
         self, run_id: str, split: str, columns: Sequence[str] | None = None
     ) -> Iterator[pa.RecordBatch]:
         """One split's rows as Arrow batches in write order (a point-in-time scan)."""
-        return samples.batches(self, run_id, split, columns)
+        return samples.batches(self.indices, run_id, split, columns)
 
     def group_samples(self, query: GroupQuery) -> list[Group]:
         """Grouped sample counts: one aggregation (two with bins: their range first)."""
-        return samples.group(self, query)
+        return samples.group(self.indices, query)
 
     def steps(self, query: StepRange) -> Iterator[dict[str, Any]]:
         """A run's steps in ``seq`` order, after ``after_seq``, at most ``limit``."""
         limit = query.limit
-        self._require_run(query.run_id, "steps")
+        self.indices.require_run(query.run_id, "steps")
         body: dict[str, Any] = {
             "query": {
                 "bool": {
@@ -367,92 +308,19 @@ class ElasticStore:
         }
         if query.fields is not None:
             body["_source"] = {"includes": list(query.fields)}
-        if not self._exists("steps"):
+        if not self.indices.exists("steps"):
             return iter(())  # the stream is created by the first step written
-        return (hit["_source"] for hit in self._hits("steps", body, limit, 0))
+        return (hit["_source"] for hit in self.indices.hits("steps", body, limit, 0))
 
     # read helpers --------------------------------------------------------------------------
-    def columns(self, kind: Kind, *, fresh: bool = False) -> dict[str, str]:
-        """``{dotted.field: lucene kind}`` of every field the index has mapped (cached 30 s)."""
-        cached = self._fields.get(kind)
-        if cached and not fresh and time.monotonic() - cached[0] < _FIELDS_TTL_S:
-            return cached[1]
-        with self._map_errors(f"read the {kind} mapping"):
-            answer = self.client.indices.get_mapping(index=self.names[kind]).body
-        columns = eq.kinds(answer)
-        columns.pop(bulk.ROW_FIELD, None)
-        if eq.EXTRA in columns and not self._count_where(kind, {"exists": {"field": eq.EXTRA}}):
-            columns.pop(eq.EXTRA)  # mapped by the template, but no run has a huge config
-        self._fields[kind] = (time.monotonic(), columns)
-        return columns
-
-    def _build(
-        self, kind: Kind, build: Callable[[dict[str, str]], dict[str, Any]]
-    ) -> dict[str, Any] | None:
-        """``build(columns)``; on a field error, retried with a fresh mapping; None if empty."""
-        try:
-            return build(self.columns(kind))
-        except QuerySyntaxError:
-            try:
-                return build(self.columns(kind, fresh=True))
-            except QuerySyntaxError:
-                if self._count(kind) == 0:
-                    return None  # nothing recorded yet: no answer rather than a field error
-                raise
-
     def count_records(self, kind: Kind, **term: str) -> int:
         """How many ``kind`` documents match the terms (``run_id=..., split=...``); 0 when
         their index does not exist yet. For ``warehouse sync --verify``."""
-        if kind != "samples" and not self._exists(kind):
+        if kind != "samples" and not self.indices.exists(kind):
             return 0
-        with self._map_errors(f"count {kind}"):
+        with self.indices.errors(f"count {kind}"):
             self.client.indices.refresh(index=self.names[kind])
-        return self._count(kind, **term)
-
-    def _count(self, kind: Kind, **term: str) -> int:
-        query: dict[str, Any] = {"bool": {"filter": [{"term": {k: v}} for k, v in term.items()]}}
-        return self._count_where(kind, query)
-
-    def _count_where(self, kind: Kind, query: dict[str, Any]) -> int:
-        with self._map_errors(f"count {kind}"):
-            return int(self.client.count(index=self.names[kind], query=query).body["count"])
-
-    def _has_extra(self, key: str) -> bool:
-        """Whether some run keeps ``params.<key>`` in ``params_extra`` (a huge config)."""
-        return bool(self._count_where("runs", {"exists": {"field": f"{eq.EXTRA}.{key}"}}))
-
-    def _exists(self, kind: Kind) -> bool:
-        with self._map_errors(f"look for {self.names[kind]}"):
-            return bool(self.client.indices.exists(index=self.names[kind]).body)
-
-    def _require_run(self, run_id: str, kind: Kind) -> None:
-        """NotFound unless the run or some of its ``kind`` records exist."""
-        if self._count("runs", run_id=run_id):
-            return
-        if (kind == "samples" or self._exists(kind)) and self._count(kind, run_id=run_id):
-            return
-        raise NotFound(
-            f"no run {run_id!r} in Elasticsearch at {public_url(self.url)} "
-            f"({self.names['runs']}); list runs with 'warehouse query runs'",
-            run_id=run_id,
-        )
-
-    def _hits(
-        self, kind: Kind, body: dict[str, Any], limit: int | None, offset: int
-    ) -> Iterator[dict[str, Any]]:
-        """Hits of a sorted search (one request when small, else point in time + search_after)."""
-        if limit == 0:
-            return iter(())
-        with self._map_errors(f"search {kind}"):
-            client = self.client
-        return eq.hits(
-            client,
-            self.names[kind],
-            body,
-            limit,
-            offset,
-            lambda: self._map_errors(f"search {kind}"),
-        )
+        return self.indices.count(kind, **term)
 
     def delete_runs(self, run_ids: Sequence[str]) -> int:
         """``delete_by_query`` on samples and steps (a data stream allows it), the run
@@ -461,9 +329,9 @@ class ElasticStore:
             return 0
         query = {"terms": {"run_id": list(run_ids)}}
         found = 0
-        with self._map_errors("delete runs"):
+        with self.indices.errors("delete runs"):
             for kind in ("samples", "steps", "runs"):
-                if not self._exists(kind):
+                if not self.indices.exists(kind):
                     continue
                 answer = self.client.delete_by_query(
                     index=self.names[kind], query=query, refresh=True, conflicts="proceed"
@@ -480,26 +348,21 @@ class ElasticStore:
         """
         from warehouse.stores.elastic_admin import install
 
-        with self._map_errors("install templates"):
+        with self.indices.errors("install templates"):
             rows = install(self.client, self.prefix, self.steps_retention)
-        self._ready.clear()
-        self._fields.clear()
+        self.indices.installed()
         return rows
 
     def template_status(self) -> dict[str, str]:
         """``{template name: installed|outdated|missing}``."""
         from warehouse.stores.elastic_admin import template_status
 
-        with self._map_errors("read templates"):
+        with self.indices.errors("read templates"):
             return template_status(self.client, self.prefix, self.steps_retention)
 
     def close(self) -> None:
         """Close the connections (the client is recreated if the store is used again)."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
-            client.close()
-        self._info = None
+        self.indices.close()
 
     def __enter__(self) -> Self:
         return self

@@ -247,11 +247,12 @@ def create_roles(settings: Settings, passwords: dict[str, str | None]) -> list[R
     from elasticsearch import ApiError
 
     from warehouse.errors import ConfigurationError
-    from warehouse.stores.elastic import ElasticStore
     from warehouse.stores.elastic_errors import CLIENT_ERRORS, map_error, public_url
+    from warehouse.stores.elastic_indices import ElasticIndices
 
     check_passwords(passwords)
-    with ElasticStore.from_settings(settings) as store:
+    store = ElasticIndices.from_settings(settings)
+    try:
         store.server_info()  # connects once: an unreachable server is exit 3, as for `init`
         where = public_url(store.url)
         try:
@@ -274,3 +275,5 @@ def create_roles(settings: Settings, passwords: dict[str, str | None]) -> list[R
             raise map_error(exc, store.url, doing="create roles and users") from exc
         except CLIENT_ERRORS as exc:
             raise map_error(exc, store.url, doing="create roles and users") from exc
+    finally:
+        store.close()

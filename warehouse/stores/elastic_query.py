@@ -32,6 +32,7 @@ from warehouse.stores.params_extra import (
     EXTRA,
     extra_bounds,
     extra_wildcard_error,
+    spellings,
     wildcard_prefix,
     wildcard_stem,
 )
@@ -188,7 +189,7 @@ def extra_leaf(
             return None
         raise extra_wildcard_error(field, node.value)
     assert isinstance(node, lucene.Term | lucene.Phrase)
-    return {"term": {field: node.value}}
+    return _terms(field, spellings(node.value))
 
 
 def _leaf(node: lucene.Node, field: str, kind: str) -> dict[str, Any]:
@@ -228,8 +229,16 @@ def _leaf(node: lucene.Node, field: str, kind: str) -> dict[str, Any]:
         value = _value(field, kind, node.value)
         if kind == lucene.NUMBER:  # equality as a closed range: exact, and 3 == 3.0 everywhere
             return {"range": {field: {"gte": value, "lte": value}}}
+        if kind == lucene.TEXT and field.startswith("params."):
+            return _terms(field, spellings(node.value))  # a boolean's word in any case
         return {"term": {field: value}}
     raise QuerySyntaxError(f"cannot translate {node!r} for Elasticsearch")  # pragma: no cover
+
+
+def _terms(field: str, values: tuple[str, ...]) -> dict[str, Any]:
+    if len(values) == 1:
+        return {"term": {field: values[0]}}
+    return {"terms": {field: list(values)}}
 
 
 def _value(field: str, kind: str, value: str) -> Any:
@@ -274,32 +283,40 @@ def params_field(name: str, columns: Mapping[str, str]) -> str:
     return name
 
 
+def scored(metric: str) -> dict[str, Any]:
+    """The runs that may be an experiment's best: with a value of ``metric``, not running
+    (a running run's score is not final; the local store leaves them out alike)."""
+    return {
+        "bool": {
+            "filter": [{"exists": {"field": metric}}],
+            "must_not": [{"term": {"status": "running"}}],
+        }
+    }
+
+
 def ranking_aggs(query: RankQuery, experiments: int, candidates: int) -> dict[str, Any]:
-    """Experiments ranked by a ``max``/``min`` sub-aggregation; per experiment a ``top_hits``
-    of the few best runs, with only the fields the tie rule reads."""
+    """Each experiment's run count (``runs``), and over its finished runs with the metric
+    (``scored``) a ``max``/``min`` and a ``top_hits`` of the few best, with only the fields the
+    tie rule reads. The filter sits above the experiments, once (not one per experiment); sorts
+    name their ``unmapped_type``: an index that has not mapped the metric yet answers."""
     metric = query.metric
     sort = [
-        {metric: {"order": query.order}},
-        {"ended_at": {"order": "asc", "missing": "_last"}},
-        {"run_id": {"order": "asc"}},
+        {metric: {"order": query.order, "unmapped_type": "double"}},
+        {"ended_at": {"order": "asc", "missing": "_last", "unmapped_type": "date"}},
+        {"run_id": {"order": "asc", "unmapped_type": "keyword"}},
     ]
     top = {
         "size": candidates,
         "sort": sort,
         "_source": {"includes": ["run_id", "ended_at", metric]},
     }
+    ranked = {
+        "terms": {"field": "experiment", "size": experiments, "order": {"best": query.order}},
+        "aggs": {"best": {query.direction: {"field": metric}}, "top": {"top_hits": top}},
+    }
     return {
-        "experiments": {
-            "terms": {"field": "experiment", "size": experiments, "order": {"best": query.order}},
-            "aggs": {
-                "best": {query.direction: {"field": metric}},
-                # only runs that have the metric: ranking never meets a missing value
-                "scored": {
-                    "filter": {"exists": {"field": metric}},
-                    "aggs": {"top": {"top_hits": top}},
-                },
-            },
-        }
+        "runs": {"terms": {"field": "experiment", "size": experiments}},
+        "scored": {"filter": scored(metric), "aggs": {"experiments": ranked}},
     }
 
 
@@ -317,18 +334,20 @@ def _rank_key(query: RankQuery) -> Callable[[Mapping[str, Any]], tuple[Any, ...]
 
 
 def ranked_winners(
-    agg: Mapping[str, Any], query: RankQuery
+    aggs: Mapping[str, Any], query: RankQuery
 ) -> list[tuple[str, dict[str, Any], int]]:
-    """``(experiment, best candidate, run count)`` per bucket of :func:`ranking_aggs`; ties on
-    the score are settled here, exactly as the local store settles them."""
+    """``(experiment, best candidate, run count)`` per experiment of :func:`ranking_aggs`'s
+    answer; ties on the score are settled here, exactly as the local store settles them."""
     key = _rank_key(query)
+    counts = {str(b["key"]): int(b["doc_count"]) for b in aggs["runs"]["buckets"]}
     winners = []
-    for bucket in agg["buckets"]:
-        hits = bucket["scored"]["top"]["hits"]["hits"]
+    for bucket in aggs["scored"]["experiments"]["buckets"]:
+        hits = bucket["top"]["hits"]["hits"]
         if bucket["best"]["value"] is None or not hits:
             continue
         best = min((h["_source"] for h in hits), key=key)
-        winners.append((str(bucket["key"]), best, int(bucket["doc_count"])))
+        name = str(bucket["key"])
+        winners.append((name, best, counts.get(name, int(bucket["doc_count"]))))
     return winners
 
 

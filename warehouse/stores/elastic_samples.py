@@ -5,9 +5,10 @@ checked on the way: a refused split is deleted again, as in the local store) and
 refreshed once at the end. Reads are sorted searches (``search``), a point-in-time scan in
 write order (``batches``) and the grouped counts of ``elastic_groups`` (``group``).
 
-The functions take the :class:`~warehouse.stores.elastic.ElasticStore` they serve and use its
-connection, error border (``_map_errors``), mapping cache and search helpers; the store's
-``write_samples``, ``search_samples``, ``sample_batches`` and ``group_samples`` call them.
+The functions take the store's :class:`~warehouse.stores.elastic_indices.ElasticIndices` (the
+connection, the error border, the mapping cache, counts and paged hits) and use only its public
+methods; the store's ``write_samples``, ``search_samples``, ``sample_batches`` and
+``group_samples`` call them.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from warehouse.stores.elastic_errors import public_url
 from warehouse.stores.sample_ids import SampleIds
 
 if TYPE_CHECKING:
-    from warehouse.stores.elastic import ElasticStore
+    from warehouse.stores.elastic_indices import ElasticIndices
 
 log = logging.getLogger("warehouse.stores.elastic")  # the store's own logger, as before
 
@@ -37,7 +38,7 @@ SAMPLE_DEFAULTS = ("sample_id",)  # what a bare term searches in a sample filter
 
 
 def write(
-    store: ElasticStore,
+    store: ElasticIndices,
     run_id: str,
     experiment: str,
     split: str,
@@ -49,9 +50,9 @@ def write(
     result = bulk.BulkResult()
     rows = 0
     seen: dict[str, None] = {}
-    with store._map_errors("write samples", writing=True):
-        store._ensure_ready("samples")
-        client = store._writer()
+    with store.errors("write samples", writing=True):
+        store.ensure_ready("samples")
+        client = store.writer()
         split_query = {
             "bool": {"filter": [{"term": {"run_id": run_id}}, {"term": {"split": split}}]}
         }
@@ -90,13 +91,13 @@ def write(
             clear()  # a refused split is not stored, as in the local store
             raise
         client.indices.refresh(index=index)
-    store._raise_rejected(result, "sample", rows)
+    store.raise_rejected(result, "sample", rows)
     if seen:
         _warn_unindexed(store, run_id, split, list(seen))
     return rows
 
 
-def _warn_unindexed(store: ElasticStore, run_id: str, split: str, names: Sequence[str]) -> None:
+def _warn_unindexed(store: ElasticIndices, run_id: str, split: str, names: Sequence[str]) -> None:
     """Say which sample columns the index left unmapped past its field limit: they are
     kept in ``_source`` (and read back) but cannot be filtered, sliced or sorted on."""
     mapped = store.columns("samples", fresh=True)
@@ -120,10 +121,10 @@ def _warn_unindexed(store: ElasticStore, run_id: str, split: str, names: Sequenc
         )
 
 
-def search(store: ElasticStore, query: SampleQuery) -> Iterator[dict[str, Any]]:
+def search(store: ElasticIndices, query: SampleQuery) -> Iterator[dict[str, Any]]:
     """A run's sample rows (one split or all), sorted, from ``offset``, at most ``limit``."""
     limit = query.limit
-    store._require_run(query.run_id, "samples")
+    store.require_run(query.run_id, "samples")
 
     def build(columns: dict[str, str]) -> dict[str, Any]:
         must: list[dict[str, Any]] = [{"term": {"run_id": query.run_id}}]
@@ -146,14 +147,14 @@ def search(store: ElasticStore, query: SampleQuery) -> Iterator[dict[str, Any]]:
             "_source": {"excludes": [bulk.ROW_FIELD]},
         }
 
-    body = store._build("samples", build)
+    body = store.build("samples", build)
     if body is None:
         return iter(())
-    return (hit["_source"] for hit in store._hits("samples", body, limit, query.offset))
+    return (hit["_source"] for hit in store.hits("samples", body, limit, query.offset))
 
 
 def batches(
-    store: ElasticStore, run_id: str, split: str, columns: Sequence[str] | None = None
+    store: ElasticIndices, run_id: str, split: str, columns: Sequence[str] | None = None
 ) -> Iterator[pa.RecordBatch]:
     """One split's rows as Arrow batches in write order (a point-in-time scan)."""
     body: dict[str, Any] = {
@@ -163,23 +164,23 @@ def batches(
         if columns is None
         else {"includes": list(columns)},
     }
-    if not store._count("samples", run_id=run_id, split=split):
+    if not store.count("samples", run_id=run_id, split=split):
         raise NotFound(
             f"run {run_id} has no {split!r} samples in Elasticsearch at {public_url(store.url)}",
             run_id=run_id,
         )
-    hits = store._hits("samples", body, None, 0)
+    hits = store.hits("samples", body, None, 0)
     return bulk.batches_of(hit["_source"] for hit in hits)
 
 
-def group(store: ElasticStore, query: GroupQuery) -> list[Group]:
+def group(store: ElasticIndices, query: GroupQuery) -> list[Group]:
     """Grouped sample counts: one aggregation (two with bins: their range first)."""
     columns = store.columns("samples")
     if query.by not in columns or query.column not in columns:
         return []
     index = store.names["samples"]
     cuts: list[float] = []
-    with store._map_errors("group samples"):
+    with store.errors("group samples"):
         client = store.client
         if query.bins is not None:
             span = client.search(index=index, **eg.range_body(query))

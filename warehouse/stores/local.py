@@ -282,7 +282,8 @@ class LocalStore:
             names = coded.dictionary.to_pylist()
             counts = np.bincount(codes, minlength=len(names))
             values = _rows_of(table.column(metric), rows, every).to_numpy(zero_copy_only=False)
-            scored = np.flatnonzero(np.isfinite(values))
+            finished = _not_running(table, rows, every)
+            scored = np.flatnonzero(np.isfinite(values) & finished)  # a running run never leads
             if not scored.size:
                 return []
             # each experiment's best score in one pass; its runs with that score are the
@@ -566,6 +567,17 @@ def _best_per_group(sub: pa.Table, order: str) -> np.ndarray:
 def _rows_of(column: pa.ChunkedArray, rows: np.ndarray, every: bool) -> pa.ChunkedArray:
     """``column`` at ``rows``; the column itself when ``rows`` are all of them, in order."""
     return column if every else column.take(indices(rows))
+
+
+def _not_running(table: pa.Table, rows: np.ndarray, every: bool) -> np.ndarray:
+    """Which of ``rows`` hold a run that is not ``running`` (its score is not final yet)."""
+    if "status" not in table.schema.names or pa.types.is_null(table.schema.field("status").type):
+        return np.ones(len(rows), dtype=bool)
+    status = _rows_of(table.column("status"), rows, every)
+    if pa.types.is_dictionary(status.type):
+        status = status.cast(status.type.value_type)
+    running = pc.fill_null(pc.equal(status, "running"), False)
+    return ~np.asarray(running.to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _column_or_nulls(table: pa.Table, name: str) -> pa.ChunkedArray:

@@ -151,7 +151,7 @@ def _extra_match(node: lucene.Leaf, value: str) -> bool:
     if isinstance(node, lucene.Term) and node.wildcard:
         prefix = extra.wildcard_prefix(node.value)
         return prefix is not None and value.startswith(prefix)
-    return value == node.value
+    return value in extra.spellings(node.value)
 
 
 def _indexed_texts(value: Any) -> list[str]:
@@ -259,6 +259,10 @@ class _ArrowEval:
         assert isinstance(node, lucene.Term | lucene.Phrase)
         if isinstance(node, lucene.Term) and node.wildcard:
             return self._numpy(pc.match_like(col, _like(node.value)))
+        if kind == lucene.TEXT and str(node.field).startswith("params."):
+            # a boolean stored as text matches its word in any case (params_extra.spellings)
+            words = pa.array(extra.spellings(node.value), pa.string())
+            return self._numpy(pc.is_in(col, value_set=words))
         return self._numpy(pc.equal(col, self._scalar(node.field, kind, node.value)))
 
     def _scalar(self, field: str | None, kind: str, value: str, ranged: bool = False) -> Any:

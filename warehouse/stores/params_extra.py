@@ -1,7 +1,15 @@
-"""``params_extra``: where a run with more than ``MAX_TYPED_PARAMS`` params keeps the rest, a
-keyed ``flattened`` field on Elasticsearch. Its rules (text values, no wildcard but a prefix,
-no one-sided range) are written once here, for the Elasticsearch translation and for the
-local store that answers the same way; nothing here imports a client.
+"""The rules of params that both stores must apply alike, written once here for the
+Elasticsearch translation and the local store; nothing here imports a client.
+
+- ``params_extra``: where a run with more than ``MAX_TYPED_PARAMS`` params keeps the rest, a
+  keyed ``flattened`` field on Elasticsearch: text values, no wildcard but a prefix, no
+  one-sided range.
+- Booleans: a boolean param is stored as the text ``true``/``false`` wherever its key also
+  holds text (Elasticsearch maps boolean params as keywords; the local store turns a column
+  of mixed values into text), while a column of booleans alone is boolean on the local store,
+  where ``TRUE`` and ``True`` match it too. So on text, a value spelling a boolean in another
+  letter case (``params.data.augment:TRUE``) also matches the stored word
+  (:func:`spellings`): ``TRUE`` finds the same runs on both stores.
 """
 
 from __future__ import annotations
@@ -48,3 +56,12 @@ def wildcard_stem(pattern: str) -> str:
     """The literal start of a wildcard pattern (up to its first wildcard)."""
     found = re.search(r"(?<!\\)(?:\\\\)*[*?]", pattern)
     return pattern if found is None else pattern[: found.start() + len(found.group()) - 1]
+
+
+def spellings(value: str) -> tuple[str, ...]:
+    """The texts a params term matches: itself, and the stored word of a boolean (``true``,
+    ``false``) when ``value`` spells one in another letter case (``TRUE``, ``False``)."""
+    word = value.lower()
+    if word in ("true", "false") and word != value:
+        return (value, word)
+    return (value,)

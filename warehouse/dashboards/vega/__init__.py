@@ -6,14 +6,19 @@ Each view (``best_over_time``, ``experiments_ranked``, ``bias_variance``) is wri
 and filters through ``%context%`` and ``%timefield%``, so a view is exact at any number of runs
 and costs O(experiments) or O(time buckets):
 
-- ``experiments_ranked`` and ``bias_variance``: one ``terms`` bucket per experiment
-  (``doc_count`` = its run count) with a ``top_hits`` of size 1 — the best run by the metric,
-  ties to the earlier end, then the smaller run id, exactly the CLI's rule — whose ``_source``
-  brings the *stored* score (never a ``max`` aggregation's float);
-- ``best_over_time``: a ``date_histogram`` over ``ended_at`` (Kibana's automatic interval) with
-  each bucket's best run from ``top_hits``; the running best is Vega's ``window``.
+- ``experiments_ranked`` and ``bias_variance``: per experiment its run count (``runs``), and
+  over its finished runs with the metric (``scored``: one filter above the experiments, never
+  one per experiment) a ``top_hits`` of size 1 — the best run by the metric, ties to the
+  earlier end, then the smaller run id, exactly the CLI's rule — whose ``_source`` brings the
+  *stored* score (never a ``max`` aggregation's float); a running run is never a best;
+- ``best_over_time``: a ``date_histogram`` over ``ended_at`` (Kibana's automatic interval) of
+  the finished runs with the metric, each bucket's best run from ``top_hits``; the running best
+  is Vega's ``window``.
 
-The spec's transforms do the rest (ranking, running best, bias/variance arithmetic), so
+Every sort names its ``unmapped_type`` (a fresh install has no metric mapped yet). The spec's
+transforms do the rest (ranking, running best, bias/variance arithmetic) and a manager's panel
+draws the ``top_n`` (20) rows its dashboard panel can label, with a line saying how many of
+how many it shows; the leader is always its first row. So
 
 - :func:`spec_for_kibana` points the query at an index prefix and fills in the metric and its
   direction (``max``/``min`` aggregations, ``desc``/``asc`` sorts), and
@@ -22,14 +27,18 @@ The spec's transforms do the rest (ranking, running best, bias/variance arithmet
   the report and Kibana draw the same spec from the same numbers.
 
 ``slices_heatmap.json`` is the slice heat map (experiments x values of a sample column, coloured by
-a 0/1 column's mean): one aggregation on the *samples* index (a filter on the split, then ``terms``
-on experiment, on the slice column and on the 0/1 column), the mean computed in the spec;
-:func:`slices_spec_for_kibana` / :func:`slices_spec_with_values` fill in ``{slice}``, ``{column}``,
-``{split}`` and ``{scope}``, and :func:`warehouse.dashboards.vega.responses.slices_response` builds
-its answer from ``warehouse query slices`` for the report.
+a 0/1 column's mean): one aggregation on the *samples* index (a filter on the split, the most
+frequent values, then ``terms`` on experiment, on the slice column and on the 0/1 column), the
+means and the ranking of experiments computed in the spec; :func:`slices_spec_for_kibana` /
+:func:`slices_spec_with_values` fill in ``{slice}``, ``{column}``, ``{split}`` and ``{scope}``,
+and :func:`warehouse.dashboards.vega.responses.slices_response` builds its answer from
+``warehouse query slices`` for the report.
 
-``step_series.json`` is the live-training line chart (one line per run over the steps data
-stream); :func:`step_series_spec` fills in the field it plots.
+``seed_replicates.json`` (Kibana only) is one search collapsed on ``config_hash_noseed``: the
+configs of the best runs with their seeds as inner hits. ``step_series.json`` is the
+live-training line chart (one line per run of the 10 that logged last: the hits of a search
+collapsed on ``run_id``, their series from an aggregation); :func:`step_series_spec` fills in
+the field it plots.
 
 Strings ``{metric}``, ``{metric_field}``, ``{ci_field}`` (the metric's recorded interval),
 ``{metric_name}``, ``{best_op}``, ``{order}``, ``{title}``, ``{unit}``, ``{field}`` and
@@ -276,7 +285,10 @@ def kibana_request(
 
     Mirrors Kibana's ``EsQueryParser``: ``%timefield%`` becomes a range on that field,
     ``%context%`` the dashboard's query and filters (``context``, a ``bool`` query; default:
-    a ``match_all`` filter — an empty query bar) holding that range in ``must``, and a
+    a ``match_all`` filter — an empty query bar) holding that range in ``must``; in a body's
+    own ``query`` the strings ``%dashboard_context-must_clause%`` (``-filter_clause%``,
+    ``-must_not_clause%``) become the dashboard's clauses of that kind and
+    ``{"%timefilter%": true}`` the time range; and a
     ``date_histogram``'s ``interval`` (``{"%autointerval%": true}`` = ~50 buckets over the
     range) becomes ``fixed_interval`` or ``calendar_interval``; in the aggregations
     ``{"%timefilter%": "min"|"max"}`` becomes that bound (epoch ms) and
@@ -284,6 +296,12 @@ def kibana_request(
     """
     request: dict[str, Any] = json.loads(json.dumps(url))
     body: dict[str, Any] = request.get("body", {})
+    base_context = context or {
+        "bool": {"must": [], "filter": [{"match_all": {}}], "should": [], "must_not": []}
+    }
+    if "query" in body:  # a hand-built query: Kibana's clause strings and %timefilter%
+        body["query"] = _context_clauses(body["query"], base_context["bool"])
+        _inject(body["query"], (time_from, time_to))
     use_context = request.pop("%context%", None)
     timefield = request.pop("%timefield%", None)
     if (use_context or timefield) and "query" in body:
@@ -300,10 +318,7 @@ def kibana_request(
             }
         }
     if use_context:
-        base = context or {
-            "bool": {"must": [], "filter": [{"match_all": {}}], "should": [], "must_not": []}
-        }
-        base = json.loads(json.dumps(base))
+        base = json.loads(json.dumps(base_context))
         if query is not None:
             base["bool"].setdefault("must", []).append(query)
         query = base
@@ -311,6 +326,29 @@ def kibana_request(
         body["query"] = query
     _inject(body.get("aggs", {}), (time_from, time_to))
     return str(request["index"]), body
+
+
+_CONTEXT_CLAUSES = {
+    "%dashboard_context-must_clause%": "must",
+    "%dashboard_context-filter_clause%": "filter",
+    "%dashboard_context-must_not_clause%": "must_not",
+}
+
+
+def _context_clauses(node: Any, context: Mapping[str, Any]) -> Any:
+    """Kibana's ``%dashboard_context-must_clause%`` (and ``-filter_clause%``,
+    ``-must_not_clause%``) in a list: replaced by the dashboard's clauses of that kind."""
+    if isinstance(node, list):
+        out: list[Any] = []
+        for item in node:
+            if isinstance(item, str) and item in _CONTEXT_CLAUSES:
+                out += json.loads(json.dumps(context.get(_CONTEXT_CLAUSES[item], [])))
+            else:
+                out.append(_context_clauses(item, context))
+        return out
+    if isinstance(node, dict):
+        return {key: _context_clauses(value, context) for key, value in node.items()}
+    return node
 
 
 def _inject(node: Any, bounds: tuple[datetime, datetime], key: str | None = None) -> None:
@@ -367,7 +405,7 @@ def vega_fields_used(spec: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     included), the time field, and the metric the params name — not the sample columns the
     params ``slice_column``/``metric_column`` name (any column a run's samples bring)."""
     url = spec["data"]["url"]
-    index = url["index"]
+    index = url["index"].rstrip("*")  # ``<prefix>-steps*``: the stream, or nothing yet
     body = url.get("body", {})
     used = [(index, url["%timefield%"], "date")] if "%timefield%" in url else []
     used += [(index, f, "any") for f in _body_fields(body)]

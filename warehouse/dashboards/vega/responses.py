@@ -6,11 +6,11 @@ aggregation; the HTML report feeds the very same spec an answer *of the same sha
 decomposition`` print — on any store. So both draw one spec from the same numbers, and a test
 checks that the two answers plot alike.
 
-- ``experiments_ranked`` / ``bias_variance``: one ``terms`` bucket per experiment
-  (``doc_count`` = its run count), its best run as the single ``top_hits`` hit;
-- ``best_over_time``: ``date_histogram`` buckets over ``ended_at`` at the interval Kibana would
-  pick for the span of the data (or ``interval``), each with its best run (ties: the earlier
-  end, then the smaller run id) and the count of runs with a score.
+- ``experiments_ranked`` / ``bias_variance``: per experiment a ``runs`` bucket (its run
+  count) and a ``scored`` bucket with its best run as the single ``top_hits`` hit;
+- ``best_over_time``: ``date_histogram`` buckets (under ``scored``) over ``ended_at`` at the
+  interval Kibana would pick for the span of the data (or ``interval``), each with its best
+  run (ties: the earlier end, then the smaller run id) and the count of runs with a score.
 """
 
 from __future__ import annotations
@@ -57,17 +57,25 @@ def view_response(
 
 
 def ranked_response(bests: Sequence[ExperimentBest], m: Metric) -> dict[str, Any]:
-    """Each experiment's best run as the ranked views' ``terms`` buckets (``doc_count``: its
-    run count; its best run the single ``top_hits`` hit)."""
-    buckets = [
+    """Each experiment's best run as the ranked views' answer: ``runs`` (each experiment's run
+    count) and ``scored`` (its best score, its best run the single ``top_hits`` hit)."""
+    runs = [{"key": b.experiment, "doc_count": b.run_count} for b in bests]
+    scored = [
         {
             "key": b.experiment,
-            "doc_count": b.run_count,
-            "scored": {"doc_count": 1, "top": _hits([_best_source(b.run, m)])},
+            "doc_count": 1,
+            "best": {"value": b.score},
+            "top": _hits([_best_source(b.run, m)]),
         }
         for b in bests
     ]
-    return _answer("experiments", buckets)
+    return {
+        "hits": {"hits": []},
+        "aggregations": {
+            "runs": {"buckets": runs},
+            "scored": {"doc_count": len(scored), "experiments": {"buckets": scored}},
+        },
+    }
 
 
 def overview_responses(o: Overview) -> dict[str, dict[str, Any]]:
@@ -92,7 +100,7 @@ def time_buckets(
     timed = [(parse_time(p.get("ended_at")), p) for p in points]
     stamped = [(t, p) for t, p in timed if t is not None]
     if not stamped:
-        return _answer("time", [])
+        return _answer([])
     if interval is None:
         first, last = stamped[0][0], stamped[-1][0]
         interval = auto_interval(max((last - first).total_seconds() * 1000, 1.0) / 50)
@@ -117,10 +125,10 @@ def time_buckets(
                 "key": key,
                 "key_as_string": _text(datetime.fromtimestamp(key / 1000, UTC)),
                 "doc_count": len(members),
-                "scored": {"doc_count": len(members), "top": _hits([source])},
+                "top": _hits([source]),
             }
         )
-    return _answer("time", out)
+    return _answer(out)
 
 
 def bucket_start(moment: datetime, interval: str) -> int:
@@ -169,8 +177,10 @@ def _hits(sources: list[dict[str, Any]]) -> dict[str, Any]:
     return {"hits": {"total": {"value": len(sources)}, "hits": [{"_source": s} for s in sources]}}
 
 
-def _answer(name: str, buckets: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"hits": {"hits": []}, "aggregations": {name: {"buckets": buckets}}}
+def _answer(buckets: list[dict[str, Any]]) -> dict[str, Any]:
+    """The best-over-time answer: the scored runs' date_histogram buckets."""
+    scored = {"doc_count": sum(b["doc_count"] for b in buckets), "time": {"buckets": buckets}}
+    return {"hits": {"hits": []}, "aggregations": {"scored": scored}}
 
 
 def _text(value: Any) -> Any:
@@ -181,33 +191,45 @@ def _text(value: Any) -> Any:
 
 def slices_response(rows: Sequence[Mapping[str, Any]], slice: str) -> dict[str, Any]:
     """``warehouse query slices`` rows (of a 0/1 column) as the slice heat map's aggregation
-    answer: per experiment (in the rows' first-seen order), per slice value, the count of 1s
-    and of 0s as the ``outcome`` terms buckets. Rows of a non-0/1 column (no interval) are
+    answer: per experiment (in the rows' first-seen order) and per slice value, ``n`` and the
+    counts of 1s and 0s (the ``outcome`` terms); the 50 most frequent values (``labels``) and
+    how many values and experiments there are. Rows of a non-0/1 column (no interval) are
     left out: the heat map draws 0/1 columns only."""
     experiments: dict[Any, list[dict[str, Any]]] = {}
+    sizes: dict[Any, int] = {}
     for row in rows:
         if row.get("ci_low") is None or row.get("mean") is None:
             continue
         n = int(row["n"])
         right = round(float(row["mean"]) * n)
-        outcome = [{"key": k, "doc_count": c} for k, c in ((1, right), (0, n - right)) if c]
-        experiments.setdefault(row.get("experiment"), []).append(
-            {
-                "key": row[slice],
-                "doc_count": n,
-                "outcome": {"sum_other_doc_count": 0, "buckets": outcome},
-            }
-        )
-    buckets = [
-        {
-            "key": experiment,
-            "doc_count": sum(c["doc_count"] for c in cells),
-            "slices": {"buckets": sorted(cells, key=lambda c: (-c["doc_count"], str(c["key"])))},
+        experiments.setdefault(row.get("experiment"), []).append(_counted(row[slice], n, right))
+        sizes[row[slice]] = sizes.get(row[slice], 0) + n
+    buckets = []
+    for experiment, cells in experiments.items():
+        n = sum(c["n"]["value"] for c in cells)
+        right = sum(o["doc_count"] for c in cells for o in c["outcome"]["buckets"] if o["key"])
+        bucket = _counted(experiment, n, right)
+        bucket["slices"] = {
+            "buckets": sorted(cells, key=lambda c: (-c["doc_count"], str(c["key"])))
         }
-        for experiment, cells in experiments.items()
-    ]
+        buckets.append(bucket)
+    frequent = sorted(sizes.items(), key=lambda kv: (-kv[1], str(kv[0])))
     total = sum(b["doc_count"] for b in buckets)
-    return {
-        "hits": {"hits": []},
-        "aggregations": {"split": {"doc_count": total, "experiments": {"buckets": buckets}}},
+    split = {
+        "doc_count": total,
+        "labels": {"buckets": [{"key": k, "doc_count": c} for k, c in frequent[:50]]},
+        "label_count": {"value": len(sizes)},
+        "experiment_count": {"value": len(buckets)},
+        "experiments": {"buckets": buckets},
     }
+    return {"hits": {"hits": []}, "aggregations": {"split": split}}
+
+
+def _counted(key: Any, n: int, right: int) -> dict[str, Any]:
+    """A bucket with the heat map's counts: ``n`` and the ``outcome`` terms (1s and 0s)."""
+    outcome = [
+        {"key": k, "key_as_string": text, "doc_count": c}
+        for k, text, c in sorted(((1, "true", right), (0, "false", n - right)), key=lambda o: -o[2])
+        if c
+    ]
+    return {"key": key, "doc_count": n, "n": {"value": n}, "outcome": {"buckets": outcome}}
