@@ -62,6 +62,13 @@ def info(message: str) -> None:
     stderr_console().print(message, soft_wrap=True)
 
 
+def warning(message: str) -> None:
+    """One yellow ``warning:`` line on stderr: done, but not as the user may think."""
+    from rich.markup import escape
+
+    stderr_console().print(f"[bold yellow]warning:[/] {escape(message)}", soft_wrap=True)
+
+
 def render(
     rows: Iterable[Mapping[str, Any]],
     fmt: Format | str,
