@@ -223,7 +223,7 @@ def slices(
         rows = slice_rows(
             store, m, by, column=column, split=split, runs=runs or (), filter=filter, min_n=min_n
         )
-    render(rows, fmt, columns=columns, empty_header=columns)
+    render(rows, fmt, columns=columns, empty_header=columns, primary="mean", keep=(name, "n"))
     if not rows:
         info(f"no slices: no chosen run has per-sample results with a column {name!r}")
 
@@ -257,7 +257,14 @@ def replicates(
     m = _metric(settings, metric)
     with open_store(settings) as store:
         rows = replicate_rows(store, m, experiment=experiment, filter=filter)
-    render(rows, fmt, columns=list(REPLICATE_COLUMNS), empty_header=REPLICATE_COLUMNS)
+    render(
+        rows,
+        fmt,
+        columns=list(REPLICATE_COLUMNS),
+        empty_header=REPLICATE_COLUMNS,
+        primary="mean",
+        keep=("experiment", "n_seeds", "std"),
+    )
     lucky = [r["experiment"] for r in rows if r["lucky_seed"]]
     if lucky:
         info(

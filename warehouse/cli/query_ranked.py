@@ -73,12 +73,13 @@ def _ranked_view(
     what: str = "run has a value of",
     title: str | None = None,
     keep: Sequence[str] = (),
+    primary: str | None = None,
     **settings_flags: Any,
 ) -> None:
     """A view ranked by a metric: settings with the flags, ``ask(store, settings, metric,
     direction)`` for the rows, then the table (``title`` may name ``{name}``; ``keep``: the
-    columns a narrow terminal keeps first, see :func:`warehouse.output.write_table`) or
-    JSON/CSV."""
+    columns a narrow terminal keeps first after the run id and ``primary``, the score column,
+    see :func:`warehouse.output.write_table`) or JSON/CSV."""
     from warehouse.errors import QuerySyntaxError
     from warehouse.models import resolve_metric
     from warehouse.query.coverage import default_metric, left_out
@@ -105,7 +106,9 @@ def _ranked_view(
     notes: list[str] = []
     if fmt is Format.table:
         rows, notes = _marked(rows)
-    rendered = render_rows(rows, fmt, title=shown, empty=empty, keep=keep, notes=notes)
+    rendered = render_rows(
+        rows, fmt, title=shown, empty=empty, keep=keep, notes=notes, primary=primary
+    )
     if missing:
         info(missing)
     finish(rendered, fail_empty, f"{what} {name}", settings, filter)
@@ -185,6 +188,7 @@ def leaderboard(
         empty=_by_group_columns() if by_group else views.LEADERBOARD_EVIDENCE_COLUMNS,
         title="best {name}",
         keep=("rank", "experiment", "best_score", SAME),
+        primary="mean" if by_group else "best_score",
     )
 
 
@@ -263,6 +267,7 @@ def over_time(
             fail_empty,
             empty=OVER_TIME_BY_GROUP_COLUMNS,
             keep=("ended_at", "best_so_far", "experiment", "mean", "is_new_best"),
+            primary="best_so_far",
             what="ended run has a value of",
         )
         return
@@ -283,6 +288,7 @@ def over_time(
             "score",
             "is_new_best",
         ),
+        primary="best_so_far",
         what="ended run has a value of",
     )
 
@@ -325,7 +331,8 @@ def decomposition(
         fmt,
         fail_empty,
         empty=views.DECOMPOSITION_COLUMNS,
-        # the question is bias/variance per experiment: the errors before the run and score
-        keep=("experiment", *views.DECOMPOSITION_KEYS[1:]),
+        # the question is bias/variance per experiment: after its run and score, the
+        # decomposition, then the errors it is made of
+        keep=("experiment", "avoidable_bias", "variance", "dev_overfit", *views.DECOMPOSITION_KEYS),
         baseline_error=baseline_error,
     )

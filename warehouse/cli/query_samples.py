@@ -25,7 +25,7 @@ from warehouse.cli.query import (
     render_rows,
 )
 from warehouse.filters.docpath import get_path
-from warehouse.output import Format, info
+from warehouse.output import RUN_ID_WIDTH, Format, info
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -144,7 +144,8 @@ def samples(
             path = resolve_metric(name, way).path
             score = views.finite(get_path(chosen, path))
             shown = "" if score is None else f", {name} = {score:.4g}"
-            info(f"best run: {chosen.get('run_id')} ({chosen.get('experiment')}{shown})")
+            short = str(chosen.get("run_id"))[:RUN_ID_WIDTH]
+            info(f"best run: {short} ({chosen.get('experiment')}{shown})")
         if fmt is Format.csv and download is None and _whole(result.query, chosen):
             # every row in stored order: Arrow batches straight to CSV, flat in memory
             import sys
@@ -161,13 +162,19 @@ def samples(
         if download is not None:
             rows = list(result)
         columns = None
+        primary = None
         if fmt is Format.table:  # the run is named on stderr; show what differs per row
+            from warehouse.models import resolve_metric, sample_column_for
+
             rows = list(rows)
+            # one run: its id and experiment go under the table ("same in every row")
             same = {"run_id", "experiment", "recorded_at", *(("split",) if split else ())}
             columns = [c for c in (rows[0] if rows else {}) if c not in same]
+            columns += ["run_id", "experiment"]
+            primary = sort or sample_column_for(resolve_metric(name, way).name, columns)
         from warehouse.models import SAMPLE_FIXED_COLUMNS
 
-        count = render_rows(rows, fmt, columns=columns, empty=SAMPLE_FIXED_COLUMNS)
+        count = render_rows(rows, fmt, columns=columns, empty=SAMPLE_FIXED_COLUMNS, primary=primary)
     if download is not None and count:
         from warehouse.objects.download import download_outputs
 
@@ -214,7 +221,9 @@ def _hardest(
         rows = hardest(
             store, m, experiment=experiment, split=split, filter=filter, limit=limit or 100
         )
-    count = render_rows(rows, fmt, columns=list(HARDEST_COLUMNS), empty=HARDEST_COLUMNS)
+    count = render_rows(
+        rows, fmt, columns=list(HARDEST_COLUMNS), empty=HARDEST_COLUMNS, primary="error_rate"
+    )
     finish(count, fail_empty, "sample was got wrong by any run", settings, filter)
 
 
