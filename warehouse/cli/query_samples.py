@@ -193,11 +193,13 @@ def _whole(query: SampleQuery, run: dict[str, Any]) -> bool:
 def _batches(store: Store, query: SampleQuery, run: dict[str, Any]) -> Iterator[pa.RecordBatch]:
     """The stored rows a batch at a time, split by split, in the order rows are listed."""
     from warehouse.errors import NotFound
+    from warehouse.models import sample_column_order
 
     counts = run.get("sample_counts") or {}
     for split in [query.split] if query.split else sorted(counts):
         try:
-            yield from store.sample_batches(query.run_id, split)
+            for batch in store.sample_batches(query.run_id, split):
+                yield batch.select(sample_column_order(batch.schema.names))  # as every store
         except NotFound:  # counted, never written (a run cut short)
             continue
 
