@@ -6,6 +6,12 @@ import sys
 
 import pytest
 
+HANG_S = 1200
+"""How long a subprocess of a test may take before the test calls it hung: a guard against a
+hang, never a deadline on speed. A busy 2-core machine (load 16) makes the demo sweep 14x
+slower than a quiet one (20 s -> 280 s): a bound near the quiet time fails tests at random
+(issue 32, item 8). pytest-timeout's default in pyproject.toml is the same."""
+
 
 def run_main(
     argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

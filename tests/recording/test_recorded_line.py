@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import warehouse
+from tests.helpers import HANG_S
 from tests.servers import free_port
 from warehouse.output import RUN_ID_WIDTH
 from warehouse.settings import load
@@ -86,7 +87,7 @@ def test_a_hydra_job_with_elasticsearch_down_says_its_run_is_queued(tmp_path: Pa
         text=True,
         env=env,
         cwd=tmp_path,
-        timeout=240,
+        timeout=HANG_S,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
