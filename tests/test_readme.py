@@ -394,3 +394,20 @@ COMMANDS = sorted(set(re.findall(r"`(warehouse (?:query |kibana |runs )?[a-z-]+)
 def test_every_command_the_readme_names_exists(command: str) -> None:
     result = CliRunner().invoke(app, [*shlex.split(command)[1:], "--help"])
     assert result.exit_code == 0, result.output
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return "#" + text.replace(" ", "-")
+
+
+def test_the_contents_link_every_section_in_order() -> None:
+    contents = next(p for p in README.split("\n\n") if p.startswith("**Contents:**"))
+    linked = re.findall(r"\]\((#[^)]+)\)", contents)
+    prose = re.sub(r"^```.*?^```", "", README, flags=re.S | re.M)  # code is no heading
+    sections = [anchor(h) for h in re.findall(r"^## (.+)$", prose, re.M)]
+    assert linked == sections, (
+        "the **Contents:** line under the first screen links every '## ' section in order; "
+        f"sections: {sections}"
+    )

@@ -11,7 +11,6 @@ import pytest
 
 import warehouse
 from tests.helpers import run_main
-from tests.servers import S3Server
 from warehouse.filters.docpath import strings
 from warehouse.query import views
 from warehouse.settings import load
@@ -102,13 +101,10 @@ def test_push_with_local_links_writes_them_counted_and_warns(
 
 def test_push_to_es_only_refuses_local_links_even_with_s3_set(
     cluster: dict[str, str],
-    s3_server: S3Server,
-    s3_bucket: str,
+    s3_env: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for key, value in s3_server.settings_env(s3_bucket).items():
-        monkeypatch.setenv(key, value)
     code, _, err = run_main(["push", "--to-es"], monkeypatch, capsys)
     assert code == 2, err
     assert "--local-links" in err
@@ -117,13 +113,10 @@ def test_push_to_es_only_refuses_local_links_even_with_s3_set(
 
 def test_push_with_s3_leaves_no_local_link_on_the_cluster(
     cluster: dict[str, str],
-    s3_server: S3Server,
-    s3_bucket: str,
+    s3_env: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for key, value in s3_server.settings_env(s3_bucket).items():
-        monkeypatch.setenv(key, value)
     code, out, err = run_main(["push", "-f", "json"], monkeypatch, capsys)
     assert code == 0, err
     assert '"local_links": 0' in out

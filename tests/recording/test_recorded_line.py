@@ -6,21 +6,16 @@ Elasticsearch: the line says so, with the reason, and never "in Elasticsearch".
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import warehouse
-from tests.helpers import HANG_S
+from tests.recording.test_hydra_callback import run_app
 from tests.servers import free_port
 from warehouse.output import RUN_ID_WIDTH
 from warehouse.settings import load
 from warehouse.stores.elastic import init_elasticsearch
-
-APP = Path(__file__).parents[1] / "apps" / "tiny" / "app.py"
 
 
 def ended_line(err: str) -> str:
@@ -75,21 +70,7 @@ def test_a_run_elasticsearch_took_is_said_recorded_there(
 
 def test_a_hydra_job_with_elasticsearch_down_says_its_run_is_queued(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    env = {**os.environ, "WAREHOUSE_CONSOLE": "1", "WAREHOUSE_ES_URL": url}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(APP),
-            f"hydra.run.dir={tmp_path}/out",
-            f"hydra.sweep.dir={tmp_path}/multi",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=HANG_S,
-        check=False,
-    )
+    proc = run_app(tmp_path, env={"WAREHOUSE_CONSOLE": "1", "WAREHOUSE_ES_URL": url})
     assert proc.returncode == 0, proc.stderr
     line = ended_line(proc.stderr)
     assert f"queued for Elasticsearch (cannot reach Elasticsearch at {url}" in line
