@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -11,6 +14,19 @@ HANG_S = 1200
 hang, never a deadline on speed. A busy 2-core machine (load 16) makes the demo sweep 14x
 slower than a quiet one (20 s -> 280 s): a bound near the quiet time fails tests at random
 (issue 32, item 8). pytest-timeout's default in pyproject.toml is the same."""
+
+
+@contextlib.contextmanager
+def no_collection() -> Iterator[None]:
+    """No garbage collection while counting a function's calls: a collection runs the
+    finalizers of whatever earlier tests left behind (sockets, clients) inside the counted
+    code, more of them on a busy machine where more is left (issue 32, item 8)."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def run_main(

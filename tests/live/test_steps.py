@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import no_collection
 from warehouse.live.step_docs import (
     DocBuilder,
     flops_utilisation,
@@ -301,10 +302,11 @@ def test_log_step_only_reads_the_clock_and_appends(tmp_path: Path) -> None:
             calls[f"C {arg.__name__}"] += 1
 
     log_step = steps.log_step
-    sys.setprofile(profile)
-    for i in range(1000):
-        log_step(i, loss=0.5)
-    sys.setprofile(None)
+    with no_collection():
+        sys.setprofile(profile)
+        for i in range(1000):
+            log_step(i, loss=0.5)
+        sys.setprofile(None)
     steps.close()
     calls.pop("C setprofile", None)
     python_calls = {name: n for name, n in calls.items() if not name.startswith("C ")}
@@ -666,9 +668,10 @@ def test_the_column_wise_path_makes_no_python_call_per_step() -> None:
         if event == "call":
             calls.append(frame.f_code.co_name)
 
-    sys.setprofile(profile)
-    docs = b.build(batch, [])
-    sys.setprofile(None)
+    with no_collection():
+        sys.setprofile(profile)
+        docs = b.build(batch, [])
+        sys.setprofile(None)
     assert len(docs) == 5000
     assert [d["seq"] for d in docs] == list(range(100, 5100))
     assert len(calls) < 40, sorted(set(calls))

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import no_collection
 from tests.servers import wipe_prefix
 from warehouse.models import Run, RunStatus
 from warehouse.query import views
@@ -97,11 +98,12 @@ def _calls(fn: Any) -> int:
         if event in ("call", "c_call"):
             count += 1
 
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
+    with no_collection():
+        sys.setprofile(profile)
+        try:
+            fn()
+        finally:
+            sys.setprofile(None)
     return count
 
 
