@@ -11,9 +11,10 @@ import pytest
 
 HANG_S = 1200
 """How long a subprocess of a test may take before the test calls it hung: a guard against a
-hang, never a deadline on speed. A busy 2-core machine (load 16) makes the demo sweep 14x
-slower than a quiet one (20 s -> 280 s): a bound near the quiet time fails tests at random
-(issue 32, item 8). pytest-timeout's default in pyproject.toml is the same."""
+hang, never a deadline on speed. Beside two CPU hogs on the shared 2-core machine the demo
+sweep took 20 s at load 12 and 113 s at load 16, and with its servers down 163 s and then
+more than its old 280 s bound: a bound near the usual time fails tests at random (issue 32,
+item 8). pytest-timeout's default in pyproject.toml is the same."""
 
 
 @contextlib.contextmanager
