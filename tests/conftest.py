@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["tests.servers", "tests.browser"]
 
@@ -30,6 +31,16 @@ LAUNCHER_VARIABLES = (
     "MASTER_PORT",
     "TORCHELASTIC_RUN_ID",
 )
+
+
+# Hypothesis judges no example by the clock: on a busy 2-core machine an example may take
+# seconds (its default 200 ms deadline and "too slow" health checks fail tests at random).
+settings.register_profile(
+    "warehouse",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.load_profile("warehouse")
 
 
 @pytest.fixture(autouse=True)

@@ -23,7 +23,14 @@ from typer.testing import CliRunner
 
 from tests.query.test_views import rid, write_world
 from warehouse.cli import app, main
-from warehouse.output import number_format, table_cell, write_csv, write_json, write_table
+from warehouse.output import (
+    RUN_ID_WIDTH,
+    number_format,
+    table_cell,
+    write_csv,
+    write_json,
+    write_table,
+)
 from warehouse.stores.local import LocalStore
 
 runner = CliRunner()
@@ -269,7 +276,7 @@ def test_samples_best_names_the_run_on_stderr_and_rows_on_stdout(world: Path) ->
         ("s1", 0.1, "file:///o/s1.png"),
         ("s3", 0.3, "file:///o/s3.png"),
     ]
-    assert rid("b2") in result.stderr
+    assert rid("b2")[:RUN_ID_WIDTH] in result.stderr  # named as every table names it
     assert "knn" in result.stderr
 
 

@@ -181,21 +181,25 @@ def test_a_constant_column_moves_into_the_caption(monkeypatch: pytest.MonkeyPatc
     assert "baseline_error" not in decomposition.splitlines()[0]
 
 
-def test_decomposition_keeps_every_error_at_80_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_decomposition_keeps_the_run_its_score_and_the_decomposition_at_80_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At 80 columns the six errors and the run id and score do not all fit: every table keeps
+    its run id and primary score (issue 32, item 5), then the decomposition itself; the
+    train/val/test errors it is made of go first (the caption names them)."""
     text = table(["decomposition"], 80, monkeypatch)
     gone = left_out(text)
-    kept = ("train_error", "val_error", "test_error", "avoidable_bias", "variance", "dev_overfit")
+    kept = ("run_id", "score", "avoidable_bias", "variance", "dev_overfit")
     assert not set(kept) & set(gone)
     rows = body(text)
     for e, name in enumerate(EXPERIMENTS):
         val = _acc(e, 0)  # each experiment's best run is its first: acc falls with r
         train, test = _train(e, 0), _test(e, 0)
         line = next(line for line in rows if line.startswith(name[:10]))  # may wrap after -_
-        cells = line.split()[-6:]  # the six errors are the last columns
-        expected = [1 - train, 1 - val, 1 - test, 1 - train, (1 - val) - (1 - train)]
-        numbers = [float(c) for c in cells]
-        assert numbers[:5] == pytest.approx(expected, abs=1e-4)
-        assert numbers[5] == pytest.approx((1 - test) - (1 - val), abs=1e-4)
+        cells = line.split()[-5:]  # run id, score, then the decomposition
+        assert cells[0] == _run(e, 0).run_id[:12]
+        expected = [val, 1 - train, (1 - val) - (1 - train), (1 - test) - (1 - val)]
+        assert [float(c) for c in cells[1:]] == pytest.approx(expected, abs=1e-4)
 
 
 def test_over_time_shows_whole_run_ids_and_the_running_best_at_80_columns(

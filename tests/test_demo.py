@@ -12,6 +12,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
+from tests.helpers import HANG_S
 from warehouse.cli.demo import find_example, sweep_command
 from warehouse.errors import NotFound
 from warehouse.stores.base import RunQuery, SampleQuery
@@ -27,7 +28,7 @@ def warehouse_demo(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[
         capture_output=True,
         text=True,
         cwd=cwd,
-        timeout=280,
+        timeout=HANG_S,
         check=False,
     )
 
@@ -46,7 +47,6 @@ def spaced_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
 def test_demo_records_a_sweep_of_15_runs_in_5_experiments(spaced_home: Path) -> None:
     proc = warehouse_demo()
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -97,7 +97,6 @@ def test_demo_records_a_sweep_of_15_runs_in_5_experiments(spaced_home: Path) -> 
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
 def test_demo_goes_on_when_elasticsearch_and_s3_are_down_and_the_records_wait(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

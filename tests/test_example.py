@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from tests.helpers import HANG_S
 from warehouse.stores.base import RunQuery, SampleQuery
 from warehouse.stores.local import LocalStore
 
@@ -63,7 +64,7 @@ def run_app(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         cwd=REPO,
-        timeout=240,
+        timeout=HANG_S,
         check=False,
     )
 

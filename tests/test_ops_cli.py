@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.helpers import HANG_S
 from tests.servers import free_port
 from warehouse.cli import main
 from warehouse.models import Run
@@ -237,7 +238,6 @@ def _same(local: Any, remote: Any, path: str = "$") -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
 def test_every_query_answers_the_same_on_elasticsearch_and_local_after_the_demo(
     es_env: dict[str, str],
     home: Path,
@@ -250,7 +250,7 @@ def test_every_query_answers_the_same_on_elasticsearch_and_local_after_the_demo(
         capture_output=True,
         text=True,
         cwd=REPO,
-        timeout=280,
+        timeout=HANG_S,
         check=False,
     )
     assert demo.returncode == 0, demo.stdout + demo.stderr

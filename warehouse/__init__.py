@@ -8,7 +8,8 @@
 
     warehouse.leaderboard(metric="val.acc").to_pandas()   # the views, as Arrow/pandas/dicts
 
-Names load lazily (PEP 562) so that ``import warehouse`` — and the CLI — start fast.
+Names load lazily (PEP 562) so that ``import warehouse`` — and the CLI — start fast. Every
+public call refuses a keyword it does not take with a ``TypeError`` naming the closest one.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _EXPORTS = {
     "current_run": "warehouse.recording.recorder",
     "log_step": "warehouse.recording.recorder",
     "ActiveRun": "warehouse.recording.run",
+    "StepOptions": "warehouse.live.steps",
     "Recorder": "warehouse.recording.recorder",
     "Run": "warehouse.models",
     "RunStatus": "warehouse.models",
@@ -85,6 +87,9 @@ if TYPE_CHECKING:
     )
     from warehouse.errors import (
         WarehouseError as WarehouseError,
+    )
+    from warehouse.live.steps import (
+        StepOptions as StepOptions,
     )
     from warehouse.models import (
         ArtifactRef as ArtifactRef,
@@ -168,6 +173,13 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'warehouse' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), _RENAMED.get(name, name))
+    import inspect
+
+    if inspect.isfunction(value):
+        # a misspelt keyword (``warehouse.runs(limt=5)``) names the closest valid one
+        from warehouse.errors import refuse_unknown_keywords
+
+        value = refuse_unknown_keywords(value)
     globals()[name] = value
     return value
 

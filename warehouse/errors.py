@@ -18,7 +18,10 @@ rebuilds them from exactly that.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class WarehouseError(Exception):
@@ -93,6 +96,53 @@ class SyncIncomplete(WarehouseError):
     """`warehouse sync` finished with items still in the outbox (their reasons attached)."""
 
     exit_code = 5
+
+
+def check_keywords(where: str, given: Iterable[str], valid: Iterable[str]) -> None:
+    """Refuse keyword arguments ``where`` (``"start_run()"``) does not take: a ``TypeError``
+    naming the closest valid keyword and all of them (a misspelt ``tagz=`` never passes
+    silently)."""
+    known = set(valid)
+    unknown = [name for name in given if name not in known]
+    if not unknown:
+        return
+    import difflib
+
+    name = unknown[0]
+    closest = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.0)
+    hint = f"; did you mean {closest[0]!r}?" if closest else ""
+    raise TypeError(
+        f"{where} got an unexpected keyword argument {name!r}{hint} "
+        f"It takes: {', '.join(sorted(known)) or 'no keyword arguments'}"
+    )
+
+
+def refuse_unknown_keywords(func: _F) -> _F:
+    """``func`` whose unknown keyword arguments raise :func:`check_keywords`'s ``TypeError``
+    (with the closest valid name) instead of Python's bare one; on a class, each of its public
+    methods. A function taking ``**kwargs`` is returned as it is: its keywords are open
+    (``log_step(step, loss=...)``) or it checks them itself (``start_run``)."""
+    import functools
+    import inspect
+
+    if isinstance(func, type):
+        for name, member in list(vars(func).items()):
+            if inspect.isfunction(member) and not name.startswith("_"):
+                setattr(func, name, refuse_unknown_keywords(member))
+        return func
+    params = inspect.signature(func).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return func
+    valid = frozenset(p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+    where = f"{func.__qualname__}()"
+
+    @functools.wraps(func)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        if kwargs and not valid.issuperset(kwargs):
+            check_keywords(where, kwargs, valid - {"self"})
+        return func(*args, **kwargs)
+
+    return checked  # type: ignore[return-value]
 
 
 __all__ = [

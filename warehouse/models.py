@@ -17,7 +17,7 @@ import math
 import re
 import unicodedata
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -356,6 +356,18 @@ def step_doc_id(run_id: str, seq: int) -> str:
 
 SAMPLE_FIXED_COLUMNS = ("run_id", "experiment", "split", "sample_id", "output_uri", "recorded_at")
 """Columns every stored sample row has; everything else is a per-sample metric or label."""
+
+
+def sample_column_order(names: Iterable[str]) -> list[str]:
+    """The order sample columns are given in, whatever the store: the row's identity
+    (``run_id``, ``experiment``, ``split``, ``sample_id``), the logged columns by name, then
+    ``output_uri`` and ``recorded_at``. (Stores keep columns in different orders: the local
+    store as logged, Elasticsearch as its documents hold them.)"""
+    present = set(names)
+    head = [c for c in SAMPLE_FIXED_COLUMNS[:4] if c in present]
+    tail = [c for c in SAMPLE_FIXED_COLUMNS[4:] if c in present]
+    return [*head, *sorted(present - set(head) - set(tail)), *tail]
+
 
 STEP_FIXED_FIELDS = ("@timestamp", "run_id", "experiment", "seq", "step", "epoch")
 """Fields every step document has; the rest are training and system metrics (flat names)."""

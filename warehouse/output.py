@@ -62,6 +62,13 @@ def info(message: str) -> None:
     stderr_console().print(message, soft_wrap=True)
 
 
+def warning(message: str) -> None:
+    """One yellow ``warning:`` line on stderr: done, but not as the user may think."""
+    from rich.markup import escape
+
+    stderr_console().print(f"[bold yellow]warning:[/] {escape(message)}", soft_wrap=True)
+
+
 def render(
     rows: Iterable[Mapping[str, Any]],
     fmt: Format | str,
@@ -311,22 +318,26 @@ def write_table(
     primary: str | None = None,
     notes: Sequence[str] = (),
     more: str = "--format json or csv shows every column",
+    repeat: Sequence[str] = (),
 ) -> int:
     """A rich table on ``out``: numbers right-aligned at one precision per column.
 
-    The table never cuts a value short. A column holding the same value in every row (of two
-    or more) moves into the caption under the table. When the width is limited (a terminal,
-    or ``COLUMNS`` set), long texts (URIs, names) and headers break after ``_ . - /``, and
-    the columns that still do not fit are left out, lowest priority first
-    (:func:`column_priority`; ``keep`` names the columns the view wants first, ``primary``
-    its primary metric column), and named in the caption with ``more``: how to see them.
+    The rule: **a table fits the width it is given and always shows the run id and the
+    primary score**, and never cuts a value short. A column holding the same value in every
+    row (of two or more) moves into the caption under the table. When the width is limited (a
+    terminal, or ``COLUMNS`` set), long texts (URIs, names) and headers break after
+    ``_ . - /``; the run id (the first ``*run_id`` column) and the primary score (``primary``,
+    else a ``score``/``best_score`` column) are shown first, then ``keep`` (the columns the
+    view wants next, in order), then the rest by :func:`column_priority`; what still does not
+    fit is left out, least wanted first, and named in the caption with ``more``: how to see
+    it. With ``repeat`` (``compare``: the field names), nothing is left out: the other
+    columns go into as many tables as they need, each repeating those columns.
     """
 
     materialised = list(rows)
     if not materialised:
         return 0
     from rich.cells import cell_len
-    from rich.table import Table
     from rich.text import Text
 
     cols = list(columns) if columns is not None else list(materialised[0].keys())
@@ -342,6 +353,8 @@ def write_table(
     caption = Caption(notes=list(notes))
     if len(materialised) > 1:
         for col in cols[1:]:  # the first column stays: a table needs one
+            if col in repeat:
+                continue
             if len(set(cells[col])) == 1:
                 if cells[col][0] == table_cell(None, col, ""):
                     caption.blank.append(col)
@@ -359,18 +372,60 @@ def write_table(
         for c in cols
     }
     full = {c: max(natural[c], cell_len(c)) for c in cols}
+    must = [*essential_columns(cols, primary), *(c for c in repeat if c in cols)]
     ranked = sorted(
         cols,
         key=lambda c: (
-            (-1, keep.index(c)) if c in keep else (column_priority(c, primary), cols.index(c))
+            (-2, cols.index(c))
+            if c in must
+            else (-1, keep.index(c))
+            if c in keep
+            else (column_priority(c, primary), cols.index(c))
         ),
     )
     if width is None:
-        widths = full
+        groups = [full]
+    elif repeat:
+        groups = [
+            _widened(chosen, least, full, width) for chosen in _panels(ranked, must, least, width)
+        ]
     else:
-        chosen = _fitting(ranked, least, width)
-        widths = _widened(chosen, least, full, width)
-        caption.left_out = [c for c in cols if c not in widths]
+        chosen = _fitting(ranked, least, width, len(must))
+        groups = [_widened(chosen, least, full, width)]
+        caption.left_out = [c for c in cols if c not in groups[0]]
+    for number, widths in enumerate(groups):
+        shown = [c for c in cols if c in widths]
+        console.print(
+            _rich_table(shown, widths, cells, numeric, natural, title if not number else None)
+        )
+    for line in caption.lines(width, more):
+        console.print(Text(line, style="dim"), soft_wrap=width is None)
+    return len(materialised)
+
+
+def essential_columns(columns: Sequence[str], primary: str | None = None) -> list[str]:
+    """The columns no table leaves out: its run id (the first ``*run_id`` column) and its
+    primary score (``primary``, else the first ``score``/``best_score`` column)."""
+    found = [c for c in columns if _ID_COLUMNS.search(c)][:1]
+    if primary in columns:
+        found.append(str(primary))
+    else:
+        found += [c for c in columns if c in PRIMARY_COLUMNS][:1]
+    return found
+
+
+def _rich_table(
+    shown: Sequence[str],
+    widths: Mapping[str, int],
+    cells: Mapping[str, list[str]],
+    numeric: Mapping[str, bool],
+    natural: Mapping[str, int],
+    title: str | None,
+) -> Any:
+    """One rich table of the ``shown`` columns at their ``widths``."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(
         title=title,
         title_justify="left",
@@ -380,25 +435,20 @@ def write_table(
         pad_edge=False,
         padding=(0, GAP - 1, 0, 0),
     )
-    shown = [c for c in cols if c in widths]
+    folded = {c for c in shown if not numeric[c] and natural[c] > widths[c]}
     for col in shown:
-        folds = not numeric[col] and natural[col] > widths[col]
         table.add_column(
             Text(_broken(col, widths[col])),
             justify="right" if numeric[col] else "left",
-            no_wrap=not folds,
+            no_wrap=col not in folded,
             overflow="fold",
             width=widths[col],
         )
-    folded = {c for c in shown if not numeric[c] and natural[c] > widths[c]}
-    for i in range(len(materialised)):
+    for i in range(len(cells[shown[0]])):
         table.add_row(
             *(Text(_broken(cells[c][i], widths[c]) if c in folded else cells[c][i]) for c in shown)
         )
-    console.print(table)
-    for line in caption.lines(width, more):
-        console.print(Text(line, style="dim"), soft_wrap=width is None)
-    return len(materialised)
+    return table
 
 
 def table_width(out: TextIO) -> int | None:
@@ -412,19 +462,39 @@ def table_width(out: TextIO) -> int | None:
     return int(columns) if columns.isdigit() and int(columns) > 0 else None
 
 
-def _fitting(ranked: Sequence[str], least: Mapping[str, int], width: int) -> list[str]:
-    """The columns, most wanted first, whose smallest readable widths fit in ``width`` (at
-    least one): the first that does not fit ends the list, so what goes is always the least
-    wanted."""
+def _fitting(
+    ranked: Sequence[str], least: Mapping[str, int], width: int, must: int = 1
+) -> list[str]:
+    """The columns, most wanted first, whose smallest readable widths fit in ``width``; the
+    first ``must`` (at least one) whatever their width. After them, the first column that does
+    not fit ends the list, so what goes is always the least wanted."""
     shown: list[str] = []
     used = 0
     for col in ranked:
         need = least[col] + (GAP if shown else 0)
-        if shown and used + need > width:
+        if len(shown) >= max(must, 1) and used + need > width:
             break
         shown.append(col)
         used += need
     return shown
+
+
+def _panels(
+    ranked: Sequence[str], must: Sequence[str], least: Mapping[str, int], width: int
+) -> list[list[str]]:
+    """Every column, in tables of at most ``width``: each holds the ``must`` columns and as
+    many of the others (in ``ranked`` order) as fit, at least one."""
+    rest = [c for c in ranked if c not in must]
+    base = sum(least[c] for c in must) + GAP * max(len(must) - 1, 0)
+    panels: list[list[str]] = []
+    while rest or not panels:
+        chosen, used = list(must), base
+        while rest and (len(chosen) == len(must) or used + GAP + least[rest[0]] <= width):
+            col = rest.pop(0)
+            used += least[col] + (GAP if chosen else 0)
+            chosen.append(col)
+        panels.append(chosen)
+    return panels
 
 
 def _widened(
@@ -483,11 +553,13 @@ def _box() -> Any:
 
 
 def write_mapping(sections: Mapping[str, Mapping[str, Any]], out: TextIO) -> None:
-    """Key/value sections (``show``): one small two-column table per section."""
+    """Key/value sections (``show``): one small two-column table per section, its values
+    wrapped to fit the width (:func:`table_width`)."""
     from rich.table import Table
     from rich.text import Text
 
-    console = stdout_console(out)
+    width = table_width(out)
+    console = stdout_console(out, width)
     for name, values in sections.items():
         if not values:
             continue
@@ -500,8 +572,8 @@ def write_mapping(sections: Mapping[str, Mapping[str, Any]], out: TextIO) -> Non
             pad_edge=False,
             min_width=len(name),
         )
-        table.add_column("field", style="bold")
-        table.add_column("value")
+        table.add_column("field", style="bold", no_wrap=True)
+        table.add_column("value", overflow="fold")  # a long value wraps at the width
         spec = number_format([v for v in values.values() if isinstance(v, float)])
         for key, value in values.items():
             text = table_cell(value, "", spec if isinstance(value, float) else "")

@@ -19,7 +19,14 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -35,7 +42,7 @@ from warehouse.capture.redact import (
     compile_value_pattern,
     is_secret_key,
 )
-from warehouse.errors import ConfigurationError
+from warehouse.errors import ConfigurationError, check_keywords
 
 _LAYERS: contextvars.ContextVar[dict[str, dict[str, Any]] | None] = contextvars.ContextVar(
     "warehouse_settings_layers", default=None
@@ -142,6 +149,15 @@ class Settings(BaseSettings):
     )
 
     debug: bool = Field(False, description="Tracebacks on errors (also --debug).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_names(cls, data: Any) -> Any:
+        """``Settings(es_urll=...)`` is a ``TypeError`` naming ``es_url``, not ignored (the
+        environment only brings known names; :func:`load` checks the Hydra and file layers)."""
+        if isinstance(data, dict):
+            check_keywords("Settings()", data, cls.model_fields)
+        return data
 
     @field_validator(
         "redact_patterns", "redact_files", "redact_plugins", "seed_keys", mode="before"

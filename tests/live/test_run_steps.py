@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import HANG_S
 from warehouse.live.step_docs import is_tick
 from warehouse.stores.base import StepRange
 from warehouse.stores.local import LocalStore
@@ -88,7 +89,7 @@ def test_with_elasticsearch_configured_every_step_reaches_the_steps_data_stream(
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=HANG_S,
         cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import no_collection
 from warehouse.live.step_docs import (
     DocBuilder,
     flops_utilisation,
@@ -290,7 +291,6 @@ def test_log_step_never_waits_for_a_hung_store(tmp_path: Path) -> None:
 
 def test_log_step_only_reads_the_clock_and_appends(tmp_path: Path) -> None:
     """The hot path's whole work, counted: no Python call, lock, I/O or conversion."""
-    import gc
     from collections import Counter
 
     steps = logger(Collect(), tmp_path, flush_interval_s=60)
@@ -303,15 +303,11 @@ def test_log_step_only_reads_the_clock_and_appends(tmp_path: Path) -> None:
             calls[f"C {arg.__name__}"] += 1
 
     log_step = steps.log_step
-    gc.collect()  # no earlier object's finaliser (a generator's close) may run in the loop
-    gc.disable()  # nor the collector's callbacks (Hypothesis registers one)
-    try:
+    with no_collection():
         sys.setprofile(profile)
         for i in range(1000):
             log_step(i, loss=0.5)
         sys.setprofile(None)
-    finally:
-        gc.enable()
     steps.close()
     calls.pop("C setprofile", None)
     python_calls = {name: n for name, n in calls.items() if not name.startswith("C ")}
@@ -324,7 +320,6 @@ def test_log_step_only_reads_the_clock_and_appends(tmp_path: Path) -> None:
 def test_waiting_steps_hold_nothing_the_garbage_collector_tracks(tmp_path: Path) -> None:
     """A burst of logged steps waiting for the logger's thread adds no object the collector
     must walk (a tuple holding the metrics dict would be one per step)."""
-    import gc
 
     steps = logger(Collect(), tmp_path, flush_interval_s=60)
     for i in range(1000):
@@ -666,14 +661,10 @@ def test_the_column_wise_path_makes_no_python_call_per_step() -> None:
         if event == "call":
             calls.append(frame.f_code.co_name)
 
-    gc.collect()  # no earlier object's finaliser may run in the profiled call
-    gc.disable()  # nor the collector's callbacks (Hypothesis registers one)
-    try:
+    with no_collection():
         sys.setprofile(profile)
         docs = b.build(batch, [])
         sys.setprofile(None)
-    finally:
-        gc.enable()
     assert len(docs) == 5000
     assert [d["seq"] for d in docs] == list(range(100, 5100))
     assert len(calls) < 40, sorted(set(calls))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import HANG_S
 from tests.servers import S3Server
 
 REPO = Path(__file__).parents[2]
@@ -31,7 +32,7 @@ def test_example_outputs_land_in_s3_and_download_as_pngs(
         text=True,
         env=env,
         cwd=REPO,
-        timeout=300,
+        timeout=HANG_S,
         check=False,
     )
     assert app.returncode == 0, app.stderr[-3000:]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import HANG_S
 from warehouse.stores.base import RunQuery
 from warehouse.stores.local import LocalStore
 
@@ -35,7 +36,7 @@ def run_app(
         text=True,
         env=full_env,
         cwd=tmp_path,
-        timeout=240,
+        timeout=HANG_S,
         check=False,
     )
 

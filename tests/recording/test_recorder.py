@@ -19,6 +19,7 @@ import pytest
 
 import warehouse
 from warehouse.errors import InvalidRecord
+from warehouse.output import RUN_ID_WIDTH
 from warehouse.settings import load
 from warehouse.stores.base import RunQuery, SampleQuery
 from warehouse.stores.local import LocalStore
@@ -425,7 +426,7 @@ def test_a_recorded_run_says_where_it_went_on_stderr(
     with warehouse.start_run(experiment="said") as run:
         run.log_metrics("val", {"acc": 0.9916})
     err = capsys.readouterr().err
-    short = run.run_id[:8]
+    short = run.run_id[:RUN_ID_WIDTH]  # the width every table shows (issue 32, item 7)
     assert f"recorded {short} (val.acc 0.9916) in " in err
     assert f"-- warehouse query show {short}" in err
     assert str(home.name) in err

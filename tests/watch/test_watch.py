@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import HANG_S
 from warehouse.live.step_docs import is_tick
 from warehouse.stores.base import RunQuery, StepRange
 from warehouse.stores.local import LocalStore
@@ -40,7 +41,7 @@ def watch(
         ],
         capture_output=True,
         cwd=tmp_path,
-        timeout=300,
+        timeout=HANG_S,
         **kw,
     )
 

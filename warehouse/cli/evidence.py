@@ -220,9 +220,16 @@ def slices(
     found = api.slices(
         by, metric=metric, column=column, split=split, runs=runs or (), min_n=min_n, filter=filter
     )
-    render(found.rows, fmt, columns=list(found.columns), empty_header=found.columns)
+    name = found.columns[2]  # the slice column, as --by names it
+    render(
+        found.rows,
+        fmt,
+        columns=list(found.columns),
+        empty_header=found.columns,
+        primary="mean",
+        keep=(name, "n"),
+    )
     if not found.rows:
-        name = found.columns[2]  # the slice column, as --by names it
         info(f"no slices: no chosen run has per-sample results with a column {name!r}")
 
 
@@ -250,7 +257,14 @@ def replicates(
 
     found = api.replicates(metric=metric, experiment=experiment, filter=filter)
     rows = found.rows
-    render(rows, fmt, columns=list(found.columns), empty_header=found.columns)
+    render(
+        rows,
+        fmt,
+        columns=list(found.columns),
+        empty_header=found.columns,
+        primary="mean",
+        keep=("experiment", "n_seeds", "std"),
+    )
     lucky = sorted({str(r["experiment"]) for r in rows if r["lucky_seed"]})
     if lucky:
         info(

@@ -51,13 +51,22 @@ def push(
     workers: Annotated[int, typer.Option("--workers", min=1, max=32)] = 4,
     fmt: FormatOpt = Format.table,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+    local_links: Annotated[
+        bool,
+        typer.Option(
+            "--local-links",
+            help="Without S3, push runs whose outputs and artifacts link files on this machine "
+            "(file://) anyway; by default they are refused.",
+        ),
+    ] = False,
 ) -> None:
     """Copy the local history (runs, samples, steps, artifacts, outputs) to the configured
     Elasticsearch and S3: the way from a solo warehouse to the team's.
 
     Pushing twice stores nothing twice; an interrupted push goes on where it stopped when run
     again; a newer remote version of a run is never overwritten. Links to outputs in the local
-    folder become their S3 URIs.
+    folder become their S3 URIs; with no S3 to copy the files to, runs holding such links are
+    refused (exit 2, nothing written) unless --local-links is given.
 
     Example: WAREHOUSE_ES_URL=http://es:9200 WAREHOUSE_S3_URL=s3://team/runs warehouse push
     """
@@ -90,17 +99,27 @@ def push(
         _bar("pushing runs", quiet) as progress,
     ):
         done = copy(
-            local, local_objects, remote, objects, filter=filter, progress=progress, workers=workers
+            local,
+            local_objects,
+            remote,
+            objects,
+            filter=filter,
+            progress=progress,
+            workers=workers,
+            local_links=local_links,
         )
     if remote is not None:
         remote.close()
     if objects is not None:
         objects.close()
-    _report(done, "pushed", fmt)
+    unset = "no objects (WAREHOUSE_S3_URL is not set)"
+    _report(done, "pushed", fmt, files=None if objects is not None else unset)
     if done.local_links:
-        info(
-            f"{done.local_links} pushed run(s) link outputs in this machine's folder; set "
-            "WAREHOUSE_S3_URL and push again to share them"
+        from warehouse.output import warning
+
+        warning(
+            f"{done.local_links:,} link(s) in {done.local_link_runs} pushed run(s) point at "
+            "files on this machine (file://): teammates cannot open them"
         )
 
 
@@ -134,7 +153,7 @@ def pull(
         _bar("pulling runs", quiet) as progress,
     ):
         done = copy(remote, local, filter=filter, progress=progress, workers=workers)
-    _report(done, "pulled", fmt)
+    _report(done, "pulled", fmt, files="no objects (outputs stay in S3)")
 
 
 def _unset(variable: str, what: str) -> Exception:
@@ -143,16 +162,17 @@ def _unset(variable: str, what: str) -> Exception:
     return ConfigurationError(f"{what} needs {variable}; set it (see warehouse status)")
 
 
-def _report(done: Any, verb: str, fmt: Format) -> None:
+def _report(done: Any, verb: str, fmt: Format, *, files: str | None = None) -> None:
+    """The closing line (``files``: what it says instead of the objects count)."""
     from warehouse.output import render
 
     if fmt is not Format.table:
         render([done.row()], fmt)
         return
+    files = files or f"{done.objects} object(s)"
     info(
         f"{verb} {done.runs} run(s), {done.sample_rows:,} sample row(s), {done.steps:,} step(s), "
-        f"{done.objects} object(s), {done.bytes / 1e6:.1f} MB; {done.present} run(s) were "
-        "already there"
+        f"{files}, {done.bytes / 1e6:.1f} MB; {done.present} run(s) were already there"
     )
 
 

@@ -63,12 +63,13 @@ def _ranked_view(
     what: str = "run has a value of",
     title: str | None = None,
     keep: Sequence[str] | Callable[[Sequence[str]], Sequence[str]] = (),
+    primary: str | None = None,
     **settings_flags: Any,
 ) -> None:
     """A view ranked by a metric: settings with the flags, ``ask(settings)`` for the view's
     :class:`~warehouse.query.result.Result`, then the table (``title`` may name ``{name}``;
-    ``keep``: the columns a narrow terminal keeps first, or what picks them from the view's
-    columns, see
+    ``keep``: the columns a narrow terminal keeps first after the run id and ``primary``, the
+    score column, or what picks them from the view's columns, see
     :func:`warehouse.output.write_table`) or JSON/CSV, and on stderr what it left out."""
     settings = load_settings(primary_metric=metric, direction=direction, **settings_flags)
     result = ask(settings)
@@ -78,7 +79,9 @@ def _ranked_view(
     if fmt is Format.table:
         rows, notes = _marked(rows)
     kept = keep(result.columns) if callable(keep) else keep
-    rendered = render_rows(rows, fmt, title=shown, empty=result.columns, keep=kept, notes=notes)
+    rendered = render_rows(
+        rows, fmt, title=shown, empty=result.columns, keep=kept, notes=notes, primary=primary
+    )
     if result.left_out:
         info(result.left_out)
     finish(rendered, fail_empty, f"{what} {name}", result.empty, filter)
@@ -161,6 +164,7 @@ def leaderboard(
         fail_empty,
         title="best {name}",
         keep=("rank", "experiment", "best_score", SAME),
+        primary="mean" if by_group else "best_score",
     )
 
 
@@ -236,6 +240,7 @@ def over_time(
             "score",
             "is_new_best",
         ),
+        primary="best_so_far",
         what="ended run has a value of",
     )
 

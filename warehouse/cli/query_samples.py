@@ -24,7 +24,7 @@ from warehouse.cli.query_flags import (
     render_rows,
 )
 from warehouse.filters.docpath import get_path
-from warehouse.output import Format, info
+from warehouse.output import RUN_ID_WIDTH, Format, info
 
 
 @query_app.command()
@@ -142,7 +142,8 @@ def samples(
             name = settings.primary_metric  # --metric's, when given
             score = finite(get_path(chosen, resolve_metric(name).path))
             shown = "" if score is None else f", {name} = {score:.4g}"
-            info(f"best run: {chosen.get('run_id')} ({chosen.get('experiment')}{shown})")
+            short = str(chosen.get("run_id"))[:RUN_ID_WIDTH]
+            info(f"best run: {short} ({chosen.get('experiment')}{shown})")
         batches = api.sample_batches(result, store=store) if download is None else None
         if fmt is Format.csv and batches is not None:
             # every row in stored order: Arrow batches straight to CSV, flat in memory
@@ -157,11 +158,18 @@ def samples(
         if download is not None:
             rows = list(result)
         columns = None
+        primary = None
         if fmt is Format.table:  # the run is named on stderr; show what differs per row
+            from warehouse.models import resolve_metric, sample_column_for
+
             rows = list(rows)
+            # one run: its id and experiment go under the table ("same in every row")
             same = {"run_id", "experiment", "recorded_at", *(("split",) if split else ())}
             columns = [c for c in (rows[0] if rows else {}) if c not in same]
-        count = render_rows(rows, fmt, columns=columns, empty=SAMPLE_FIXED_COLUMNS)
+            columns += ["run_id", "experiment"]
+            chosen_metric = resolve_metric(settings.primary_metric, settings.direction)
+            primary = sort or sample_column_for(chosen_metric.name, columns)
+        count = render_rows(rows, fmt, columns=columns, empty=SAMPLE_FIXED_COLUMNS, primary=primary)
     if download is not None and count:
         from warehouse.objects.download import download_outputs
 
@@ -185,7 +193,9 @@ def _hardest(
     result = api.hardest(
         experiment=experiment, split=split, filter=filter, limit=limit, settings=settings
     )
-    count = render_rows(result.rows, fmt, columns=list(result.columns), empty=result.columns)
+    count = render_rows(
+        result.rows, fmt, columns=list(result.columns), empty=result.columns, primary="error_rate"
+    )
     finish(count, fail_empty, "sample was got wrong by any run", result.empty, filter)
 
 

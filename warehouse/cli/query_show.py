@@ -48,7 +48,7 @@ def _show_table(doc: Mapping[str, Any]) -> None:
 
     import yaml
 
-    from warehouse.output import write_mapping, write_table, write_text
+    from warehouse.output import table_width, write_mapping, write_table, write_text
 
     out = sys.stdout
     identity = {
@@ -97,10 +97,14 @@ def _show_table(doc: Mapping[str, Any]) -> None:
     if artifacts:
         cols = ["name", "kind", "size_bytes", "uri"]
         write_table(artifacts, out, columns=cols, title="artifacts")
+    # text to copy, not tables: YAML folds long values at spaces, a long word stays whole
+    width = table_width(out)
     if doc.get("overrides"):
         write_text(" ".join(doc["overrides"]), out, title="overrides")
     if doc.get("config"):
-        text = yaml.safe_dump(doc["config"], sort_keys=False, allow_unicode=True)
+        text = yaml.safe_dump(
+            doc["config"], sort_keys=False, allow_unicode=True, width=max(40, (width or 80) - 20)
+        )
         write_text(text, out, title="config")
 
 
@@ -126,7 +130,7 @@ def compare(
     rows = api.compare(run_ids, settings=load_settings()).rows
     if fmt is Format.table:
         rows = [{k if k == "field" else _short_id(k): v for k, v in row.items()} for row in rows]
-    render_rows(rows, fmt)
+    render_rows(rows, fmt, repeat=("field",))  # every run, in as many tables as they need
 
 
 @query_app.command()

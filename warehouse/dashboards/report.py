@@ -370,7 +370,9 @@ def _fmt_int(value: Any) -> str:
 
 
 def _short(run_id: Any) -> str:
-    return "—" if not run_id else str(run_id)[:12]
+    from warehouse.output import RUN_ID_WIDTH
+
+    return "—" if not run_id else str(run_id)[:RUN_ID_WIDTH]
 
 
 def _date(value: Any) -> str:

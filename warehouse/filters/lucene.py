@@ -309,9 +309,22 @@ def fields(node: Node) -> set[str]:
     return {node.field} if node.field is not None else set()
 
 
+DERIVED_PREFIXES = ("metrics_ci.",)
+"""Fields the warehouse computes from others (the intervals of the metrics): a mistyped
+``metrics.val.acc`` is never one of them."""
+
+
+def suggestable(name: str, known: Collection[str]) -> list[str]:
+    """The fields worth suggesting for a mistyped ``name``: ``known`` without the derived
+    fields, unless ``name`` itself starts like one."""
+    derived = tuple(p for p in DERIVED_PREFIXES if not name.startswith(p))
+    return [k for k in known if not k.startswith(derived)]
+
+
 def unknown_field(name: str, known: Collection[str], what: str = "field") -> UnknownField:
-    """The error for a field no record has, naming the closest known fields."""
-    close = difflib.get_close_matches(name, list(known), n=5, cutoff=0.5)
+    """The error for a field no record has, naming the closest known fields (never the
+    derived ``metrics_ci.*`` ones, unless that is what the name starts with)."""
+    close = difflib.get_close_matches(name, suggestable(name, known), n=5, cutoff=0.5)
     hint = f"closest known fields: {', '.join(close)}" if close else "no similar field exists"
     if "sample" in what or "sample_id" in known:
         listing = "a run's sample columns: 'warehouse query samples --run RUN_ID -n 1 -f json'"
@@ -554,6 +567,7 @@ __all__ = [
     "ms_bounds",
     "parse",
     "sort_kind",
+    "suggestable",
     "unknown_field",
     "validate",
     "value_of",

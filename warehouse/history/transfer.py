@@ -8,6 +8,9 @@ second push store nothing twice and makes an interrupted push resumable: running
 redoes only the runs whose document had not arrived. Every write is idempotent by id, and a
 newer remote version is never replaced by an older local one (the stores keep the newest).
 Links to outputs in this machine's folder (``file://``) become the S3 URIs they were pushed to.
+With no object store to push them to, such links would point teammates at files on this
+machine: push refuses before writing anything, unless ``local_links`` says to write them as
+they are (then they are counted, and the caller warns).
 
 **pull** is the reverse for a filter: run documents (newest version kept), samples, and the
 steps the local copy lacks. Outputs stay where they are (their S3 links keep working).
@@ -51,7 +54,8 @@ class Transfer:
     steps: int = 0
     objects: int = 0
     bytes: int = 0
-    local_links: int = 0  # runs still linking this machine's folder (no object store to push to)
+    local_links: int = 0  # links written that point at this machine's folder (file://)
+    local_link_runs: int = 0  # runs holding such links
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, **counts: int) -> None:
@@ -67,6 +71,7 @@ class Transfer:
             "steps": self.steps,
             "objects": self.objects,
             "bytes": self.bytes,
+            "local_links": self.local_links,
         }
 
 
@@ -79,8 +84,13 @@ def push(
     filter: str | None = None,
     progress: Progress | None = None,
     workers: int = 4,
+    local_links: bool = False,
 ) -> Transfer:
-    """Copy the local runs matching ``filter`` to ``remote`` and/or ``remote_objects``."""
+    """Copy the local runs matching ``filter`` to ``remote`` and/or ``remote_objects``.
+
+    Without ``remote_objects``, runs linking files in this machine's folder (outputs,
+    artifacts, git diffs) are refused with nothing written (``ConfigurationError``), unless
+    ``local_links``: then they are written as they are and counted in the result."""
     if remote is None and remote_objects is None:
         raise ConfigurationError(
             "nothing to push to: set WAREHOUSE_ES_URL (runs, samples, steps) and/or "
@@ -91,6 +101,8 @@ def push(
     if not docs:
         return done
     relink = Relink(local_objects, remote_objects)
+    if remote is not None and remote_objects is None and not local_links:
+        _refuse_local_links(local, docs, relink)
     counter = _Counter(len(docs), progress)
     for start in range(0, len(docs), CHUNK):
         chunk = docs[start : start + CHUNK]
@@ -154,10 +166,12 @@ def _push_run(
             done.add(objects=len(items), bytes=sum(Path(i[1]).stat().st_size for i in items))
     if remote is None:
         return
+    links = 0
     for split in sorted(doc.get("sample_counts") or {}):
         batches = [relink.batch(b) for b in _batches(local, run_id, split)]
         if batches:
             rows = remote.write_samples(run_id, experiment, split, batches)
+            links += sum(relink.count_batch(b) for b in batches)
             done.add(sample_rows=rows, bytes=sum(b.nbytes for b in batches))
     steps = list(local.steps(StepRange(run_id=run_id)))
     if steps:
@@ -167,7 +181,29 @@ def _push_run(
     if FIELD in doc and shared != doc:
         shared = stamp(shared)  # its links changed: the digest is of what is sent
     remote.write_runs([shared])  # last: a run visible remotely is complete
-    done.add(runs=1, local_links=int(relink.local_links(shared)))
+    links += relink.count(shared)
+    done.add(runs=1, local_links=links, local_link_runs=int(links > 0))
+
+
+def _refuse_local_links(local: LocalStore, docs: Sequence[dict[str, Any]], relink: Relink) -> None:
+    """Refuse (nothing written yet) when runs to push link files in this machine's folder
+    and there is no object store to take the files: teammates could not open the links."""
+    runs = links = 0
+    for doc in docs:
+        found = relink.count(doc)
+        for split in sorted(doc.get("sample_counts") or {}):
+            batches = _batches(local, str(doc["run_id"]), split, ["output_uri"])
+            found += sum(relink.count_batch(b) for b in batches)
+        runs += found > 0
+        links += found
+    if links:
+        raise ConfigurationError(
+            f"{runs} of the {len(docs)} run(s) to push link {links:,} file(s) in this "
+            f"machine's folder ({relink.local_base}...: outputs, artifacts, git diffs), and no "
+            "object store is set to copy them to, so teammates could not open them; set "
+            "WAREHOUSE_S3_URL to the team's bucket and push (the files go there, the links "
+            "follow), or pass --local-links to push the links as they are"
+        )
 
 
 def _pull_run(doc: dict[str, Any], remote: Store, local: LocalStore, done: Transfer) -> None:
@@ -213,11 +249,13 @@ def _is_present(doc: dict[str, Any], there: dict[str, Any] | None) -> bool:
     return run_version(there) >= run_version(doc) and same_samples
 
 
-def _batches(store: Store, run_id: str, split: str) -> Iterator[pa.RecordBatch]:
+def _batches(
+    store: Store, run_id: str, split: str, columns: Sequence[str] | None = None
+) -> Iterator[pa.RecordBatch]:
     from warehouse.errors import NotFound
 
     try:
-        yield from store.sample_batches(run_id, split)
+        yield from store.sample_batches(run_id, split, columns)
     except NotFound:  # counted but never written (a crash mid-run): nothing to copy
         return
 

@@ -38,10 +38,23 @@ class Relink:
             return [self.doc(v) for v in value]
         return value
 
-    def local_links(self, value: Any) -> bool:
+    def count(self, value: Any) -> int:
+        """The strings in ``value`` (a run document) linking this machine's folder."""
         from warehouse.filters.docpath import strings
 
-        return any(text.startswith(self.local_base) for text in strings(value))
+        return sum(1 for text in strings(value) if text.startswith(self.local_base))
+
+    def count_batch(self, batch: pa.RecordBatch) -> int:
+        """The rows of ``batch`` whose ``output_uri`` links this machine's folder."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if "output_uri" not in batch.schema.names:
+            return 0
+        column = batch.column("output_uri")
+        if not pa.types.is_string(column.type):
+            return 0
+        return int(pc.sum(pc.starts_with(column, self.local_base)).as_py() or 0)
 
     def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         import pyarrow as pa

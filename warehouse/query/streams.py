@@ -125,12 +125,14 @@ def sample_batches(found: SampleRows, *, store: Store) -> Iterator[pa.RecordBatc
     if not plain or query.offset or not (query.split or run.get("sample_counts")):
         return None
     from warehouse.errors import NotFound
+    from warehouse.models import sample_column_order
 
     def batches() -> Iterator[pa.RecordBatch]:
         counts = run.get("sample_counts") or {}
         for split in [query.split] if query.split else sorted(counts):
             try:
-                yield from store.sample_batches(query.run_id, split)
+                for batch in store.sample_batches(query.run_id, split):
+                    yield batch.select(sample_column_order(batch.schema.names))  # as every store
             except NotFound:  # counted, never written (a run cut short)
                 continue
 

@@ -205,7 +205,16 @@ class SampleRows:
     store: Store = field(repr=False)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        return self.store.search_samples(self.query)
+        """The rows, their columns in one order on every store (:func:`sample_column_order`)."""
+        from warehouse.models import sample_column_order
+
+        orders: dict[tuple[str, ...], list[str]] = {}
+        for row in self.store.search_samples(self.query):
+            keys = tuple(row)
+            order = orders.get(keys)
+            if order is None:
+                order = orders[keys] = sample_column_order(keys)
+            yield {k: row[k] for k in order}
 
 
 SAMPLE_RUN_FIELDS = ("run_id", "experiment", "status", "metrics", "sample_counts", "ended_at")

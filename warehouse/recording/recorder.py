@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from typing_extensions import Unpack
 
-from warehouse.errors import InvalidRecord, WarehouseError
+from warehouse.errors import InvalidRecord, WarehouseError, check_keywords
 from warehouse.models import PrimaryMetric, Run, config_hash, normalise_name, resolve_metric
 from warehouse.recording.ranks import NullRun, ProcessRank, process_rank
 from warehouse.recording.run import ActiveRun
@@ -45,12 +45,15 @@ class RunOptions(TypedDict, total=False):
     ``run_id``: resume (or replace) that run; ``tags``; ``primary_metric`` (``split.metric``)
     and its ``direction`` (``max``/``min``, inferred from the name by default);
     ``baseline_error`` for the bias/variance decomposition; ``cwd``: where to look for the git
-    work tree (default: Hydra's original cwd, else the current folder); ``steps``: how
-    ``log_step`` logs (:class:`~warehouse.live.steps.StepOptions`: total steps for the ETA,
-    tokens per step for tokens/s and MFU, system sampling per step); ``hydra``: the overrides
-    and job information, when the Hydra callback opens the run; ``rank``: this process's
-    global rank and the world size, when the caller knows them (else they are read:
-    :mod:`warehouse.recording.ranks`).
+    work tree (default: Hydra's original cwd, else the current folder); ``total_steps`` for
+    the console line's ETA, ``tokens_per_step`` for tokens/s, with ``flops_per_token`` and
+    ``peak_flops`` (FLOP/s of the hardware) also MFU, ``system_per_step`` to sample the machine
+    at every logged step; ``steps``: all of ``log_step``'s options at once
+    (:class:`~warehouse.live.steps.StepOptions`; the keywords above override its fields);
+    ``hydra``: the overrides and job information, when the Hydra callback opens the run;
+    ``rank``: this process's global rank and the world size, when the caller knows them (else
+    they are read: :mod:`warehouse.recording.ranks`).
+    Any other keyword is refused with a ``TypeError`` naming the closest valid one.
     """
 
     run_id: str | None
@@ -59,9 +62,25 @@ class RunOptions(TypedDict, total=False):
     direction: str | None
     baseline_error: float | None
     cwd: Path | None
+    total_steps: int | None
+    tokens_per_step: float | None
+    flops_per_token: float | None
+    peak_flops: float | None
+    system_per_step: bool
     steps: StepOptions | None
     hydra: tuple[list[str], dict[str, Any]] | None
     rank: tuple[int, int] | None
+
+
+STEP_KEYWORDS = (
+    "total_steps",
+    "tokens_per_step",
+    "flops_per_token",
+    "peak_flops",
+    "system_per_step",
+)
+"""The :class:`RunOptions` that are :class:`~warehouse.live.steps.StepOptions` fields."""
+_POSITIONAL = ("experiment", "config", "settings")  # named beside the options in the message
 
 
 def current_run() -> ActiveRun | None:
@@ -91,6 +110,7 @@ def start_run(
     records ``failed`` with the error and is re-raised; Ctrl-C and SIGTERM record
     ``interrupted``. Options: :class:`RunOptions`.
     """
+    check_keywords("start_run()", options, [*RunOptions.__annotations__, *_POSITIONAL])
     if settings is None:
         from warehouse.settings import load
 
@@ -131,6 +151,7 @@ class Recorder:
         **options: Unpack[RunOptions],
     ) -> ActiveRun:
         """Capture config, git and environment, write the ``running`` record, return the run."""
+        check_keywords("Recorder.start_run()", options, [*RunOptions.__annotations__, *_POSITIONAL])
         from warehouse.capture.config import capture_config, hydra_info
         from warehouse.capture.environment import capture_environment
         from warehouse.capture.git import capture_git
@@ -185,7 +206,7 @@ class Recorder:
             self,
             record,
             baseline_error=s.baseline_error if baseline is None else baseline,
-            steps=options.get("steps"),
+            steps=_step_options(options),
             secrets=frozenset(captured.secrets) | redaction.secrets,
             resumed=bool(run_id),
         )
@@ -239,8 +260,12 @@ class Recorder:
 
 
 def describe_recorded(record: Run, settings: Settings) -> str:
-    """``recorded a897853c (val.acc 0.9916) in .warehouse/ -- warehouse query show a897853c``."""
-    short = record.run_id[:8]
+    """``recorded a897853cdf30 (val.acc 0.9916) in .warehouse/ -- warehouse query show
+    a897853cdf30``; with Elasticsearch configured, ``in Elasticsearch URL`` only when the
+    run's document reached it, else ``queued for Elasticsearch URL (the reason)``."""
+    from warehouse.output import RUN_ID_WIDTH
+
+    short = record.run_id[:RUN_ID_WIDTH]
     pm = record.primary_metric
     score = ""
     if pm is not None and pm.value is not None:
@@ -248,21 +273,78 @@ def describe_recorded(record: Run, settings: Settings) -> str:
     elif pm is not None:
         score = f" (no {pm.name})"
     status = "" if record.status == "completed" else f" as {record.status}"
-    where = _where(settings)
-    return f"recorded {short}{status}{score} in {where} -- warehouse query show {short}"
-
-
-def _where(settings: Settings) -> str:
     home = settings.resolved_home
     try:
-        shown = f"{home.relative_to(Path.cwd())}/"
+        local = f"{home.relative_to(Path.cwd())}/"
     except ValueError:
-        shown = f"{home}/"
-    if settings.store_engine == "elasticsearch":
-        from warehouse.stores.elastic_errors import public_url
+        local = f"{home}/"
+    show = f"warehouse query show {short}"
+    if settings.store_engine != "elasticsearch":
+        return f"recorded {short}{status}{score} in {local} -- {show}"
+    from warehouse.stores.elastic_errors import public_url
 
-        return f"Elasticsearch {public_url(settings.es_url or '')} (local copy in {shown})"
-    return shown
+    es = f"Elasticsearch {public_url(settings.es_url or '')}"
+    waiting = waiting_reason(record, settings)
+    if waiting is False:
+        return f"recorded {short}{status}{score} in {es} (local copy in {local}) -- {show}"
+    why = waiting if isinstance(waiting, str) else f"{es} was found unreachable moments before"
+    return (
+        f"recorded {short}{status}{score} in {local}; queued for Elasticsearch ({why}) -- "
+        f"'warehouse sync' ships it; {show}"
+    )
+
+
+def waiting_reason(record: Run, settings: Settings) -> str | bool:
+    """Why the run's last document still waits in the outbox for Elasticsearch (True: waiting,
+    reason unknown), or False when it is not waiting (it shipped). Only the entries written
+    since the run's last save are read (outbox entries are named by their creation time), and
+    a few older ones for a reason when the newest was not tried (the server was found down
+    moments before)."""
+    import os
+
+    from warehouse.home import Home
+    from warehouse.replication.outbox import Outbox
+
+    outbox = Outbox(Home.from_settings(settings).outbox)
+    saved = record.updated_at or record.started_at
+    since = f"{int(saved.timestamp() * 1e9) - 1_000_000:020d}"  # names start with time in ns
+    try:
+        names = sorted((n for n in os.listdir(outbox.folder) if n.endswith(".json")), reverse=True)
+    except FileNotFoundError:
+        return False
+    found = False
+    reason: str | None = None
+    for count, name in enumerate(names):
+        if name < since and (not found or reason is not None or count > 50):
+            break  # before the run's last save: read only for a reason, and not for long
+        entry = outbox.load(outbox.folder / name)
+        if entry is None:  # shipped meanwhile by another process
+            continue
+        doc = entry.payload.get("doc") or {}
+        if name >= since and entry.kind == "run" and doc.get("run_id") == record.run_id:
+            found = True
+        reason = reason or entry.last_error
+    if not found:
+        return False
+    return _short_reason(reason) if reason else True
+
+
+def _short_reason(message: str) -> str:
+    """An outbox entry's reason without its advice (the line gives its own)."""
+    first = message.split("; ", 1)[0].strip().rstrip(".")
+    return first[:200]
+
+
+def _step_options(options: RunOptions) -> StepOptions | None:
+    """``steps=`` with the step keywords given beside it (``total_steps=`` ...) applied."""
+    given: dict[str, Any] = {k: v for k, v in options.items() if k in STEP_KEYWORDS}
+    if not given:
+        return options.get("steps")
+    from dataclasses import replace
+
+    from warehouse.live.steps import StepOptions
+
+    return replace(options.get("steps") or StepOptions(), **given)
 
 
 def _primary_metric(metric: str, direction: str | None) -> PrimaryMetric:

@@ -31,7 +31,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from warehouse.capture.limits import NOTES
-from warehouse.errors import InvalidRecord, WarehouseError
+from warehouse.errors import InvalidRecord, WarehouseError, refuse_unknown_keywords
 from warehouse.live.lifecycle import Lifecycle
 from warehouse.models import (
     ArtifactRef,
@@ -82,6 +82,7 @@ class RunHost(Protocol):
         """Release the stores."""
 
 
+@refuse_unknown_keywords
 class ActiveRun:
     """A run being recorded: log metrics, samples, outputs, artifacts and steps, then end it."""
 
