@@ -219,3 +219,27 @@ def test_a_diff_of_a_best_run_is_tested_as_a_pick(
     code, _, err = run_main(["query", "diff", named, best_id], monkeypatch, capsys)
     assert f"p = {plain.p:.3g}" in err
     assert "pick" not in err
+
+
+def test_a_percentage_beside_a_fraction_is_refused_for_what_it_is(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One run declared ``100*mean(correct)`` and logged 69, the other logged 0.85: the gate
+    blamed the declaring run ("a percentage? declare ..."), which had declared it. Their
+    scores are on two scales: inconclusive, saying so; ``--column`` compares the samples."""
+    ref = record("ref", BASE, {"m": "ref"})
+    with warehouse.start_run("run", config={"m": "run"}) as run:
+        worse = fewer(BASE, 80)
+        run.log_samples(
+            "val",
+            [{"sample_id": i, "correct": bool(c)} for i, c in zip(IDS, worse, strict=True)],
+            metric_columns={"acc": "100*mean(correct)"},
+        )
+        run.log_metrics("val", {"acc": 100 * float(worse.mean())})
+    code, out, _ = run_main(["check", run.run_id, "--against", ref], monkeypatch, capsys)
+    assert code == 6, out
+    assert "compute acc differently" in out
+    assert "100*mean(correct)" in out
+    args = ["check", run.run_id, "--against", ref, "--column", "correct"]
+    code, out, _ = run_main(args, monkeypatch, capsys)
+    assert code == WORSE, out

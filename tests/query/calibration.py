@@ -373,7 +373,8 @@ def big_passage_coverage(trials: int, seed: int, passages: int = 30) -> float:
 
 
 def uneven_passages_null(trials: int, seed: int, passages: int = 30) -> float:
-    """30 passages of lognormal sizes (1 to ~100 questions; CR1 rejected 9.8 % here)."""
+    """30 passages of lognormal sizes (1 to ~100 questions; CR1 rejected 9.8 % here, CR2
+    with degrees of freedom for independent samples within passages 6.1 %)."""
     rng = np.random.default_rng(seed)
     hits = 0
     for _ in range(trials):
@@ -461,7 +462,7 @@ SCENARIOS = [
     Scenario("unpaired scores (Welch)", "null", ALPHA, unpaired_welch_null, 2000),
     Scenario("clustered, 500 x 10 (cluster t)", "null", ALPHA, clustered_null, 400),
     Scenario("clustered, one passage of half (CR2)", "null", ALPHA, big_passage_null, 800),
-    Scenario("clustered, 30 uneven passages (CR2)", "null", ALPHA, uneven_passages_null, 800),
+    Scenario("clustered, 30 uneven passages (CR2)", "null", ALPHA, uneven_passages_null, 2000),
     Scenario("corpus ratio (linearized t)", "null", ALPHA, corpus_null, 300),
     Scenario("corpus ratio, 10 sentences", "null", ALPHA, small_corpus_null, 1000),
     Scenario("check --slice, 10 slices (Holm)", "null", ALPHA, slices_null, 300, True),

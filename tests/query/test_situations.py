@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sp
 
+from tests.query import reference
 from warehouse.query import stats
 from warehouse.query.aggregates import Aggregate
 from warehouse.query.replicates import lucky_seed
@@ -44,19 +45,30 @@ def test_cr2_reduces_to_students_t_with_equal_weights_and_to_statsmodels_cr1_df(
 
 
 def test_bell_mccaffrey_degrees_of_freedom_match_the_matrix_formula() -> None:
-    """The closed form (tr M)^2 / tr(M^2) for a ratio of sums, against the matrices of Bell
-    and McCaffrey (2002) built by hand for the intercept-only weighted regression."""
+    """The O(G) closed form against Satterthwaite's formula on the G x G matrices of Bell and
+    McCaffrey (2002), for the default working model and for any unit variances."""
     rng = np.random.default_rng(SEED + 3)
-    den = rng.integers(1, 40, 12).astype(float)
-    total = den.sum()
-    h = den / total
-    # G_g = (I - H) u_g with u_g = e_g * sqrt(w_g) / (S sqrt(1 - h_g)), H = v v' / S
-    v = np.sqrt(den)
-    projector = np.eye(den.size) - np.outer(v, v) / total
-    columns = projector @ np.diag(v / (total * np.sqrt(1 - h)))
-    m = columns.T @ columns
-    expected = np.trace(m) ** 2 / np.trace(m @ m)
-    assert stats.bell_mccaffrey_df(den) == pytest.approx(expected, rel=1e-12)
+    for _ in range(20):
+        den = rng.integers(1, 40, int(rng.integers(3, 30))).astype(float)
+        variances = rng.random(den.size) + 0.01
+        assert stats.bell_mccaffrey_df(den) == pytest.approx(
+            reference.bell_mccaffrey_df(den, den), rel=1e-9
+        )
+        assert stats.bell_mccaffrey_df(den, variances) == pytest.approx(
+            reference.bell_mccaffrey_df(den, variances), rel=1e-9
+        )
+
+
+def test_the_working_model_is_scipys_non_negative_least_squares() -> None:
+    """The degrees of freedom's working variances ``a*h + b*h^2``: scipy's NNLS fit."""
+    rng = np.random.default_rng(SEED + 10)
+    for _ in range(50):
+        den = rng.integers(1, 60, 25).astype(float)
+        share = den / den.sum()
+        residual = rng.normal(0, 1, 25) * den ** rng.uniform(0.3, 1.2)
+        assert stats.working_variances(residual, share) == pytest.approx(
+            reference.working_variances(residual, share), rel=1e-7, abs=1e-12
+        )
 
 
 def test_one_broken_sample_does_not_bound_the_gap_by_one_sample() -> None:

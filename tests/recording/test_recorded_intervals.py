@@ -11,6 +11,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 import warehouse
+from tests.query import reference
 from warehouse.query import stats
 from warehouse.query.distributions import clopper_pearson
 from warehouse.stores.local import LocalStore
@@ -130,7 +131,8 @@ def test_a_declared_corpus_metric_gets_the_interval_of_the_ratio_itself(home: Pa
     x = np.array([r["length"] for r in rows], dtype=float)
     fit = sm.WLS(m / x, np.ones_like(x), weights=x).fit(cov_type="HC2")
     assert float(fit.params[0]) == pytest.approx(corpus, rel=1e-12)
-    half = scipy_stats.t.ppf(0.975, stats.bell_mccaffrey_df(x)) * float(fit.bse[0])
+    df = reference.linearized_df(m - corpus * x, x / x.sum())
+    half = scipy_stats.t.ppf(0.975, df) * float(fit.bse[0])
     assert (ci["low"], ci["high"]) == pytest.approx((corpus - half, corpus + half), rel=1e-9)
 
 

@@ -86,6 +86,24 @@ def candidate_aggregates(
     return [Aggregate("mean", (c,)) for c in candidate_columns(runs[0], split, metric, None)]
 
 
+def disagreement(
+    runs: Sequence[dict[str, Any]], split: str, metric: Metric, column: str | None
+) -> str | None:
+    """Why the runs' scores cannot be compared on one aggregate (None when they can): they
+    recorded different ones (a percentage beside a fraction, a corpus ratio beside a mean),
+    and none was named with ``--column``."""
+    if column:
+        return None
+    found = {str(r["run_id"]): recorded(r, split, metric).get("aggregate") for r in runs}
+    if len({a for a in found.values() if a}) < 2:
+        return None
+    shown = "; ".join(f"run {run_id}: {a}" for run_id, a in found.items())
+    return (
+        f"the runs compute {metric.name} differently ({shown}), so their scores are not on "
+        "one scale; compare them on one aggregate with --column (e.g. mean(correct))"
+    )
+
+
 def cluster_of(
     runs: Sequence[dict[str, Any]], split: str, metric: Metric, cluster: str | None
 ) -> str | None:
@@ -197,13 +215,11 @@ def choose(samples: Sequence[Samples], candidates: Sequence[Aggregate]) -> Aggre
     for aggregate in candidates:
         if all(s.has(aggregate) for s in samples):
             return aggregate
-    have = sorted({n for s in samples for n in s.values})
     wanted = " or ".join(a.text for a in candidates)
     runs = " and ".join(s.run_id for s in samples)
     raise ConfigurationError(
-        f"runs {runs} have no per-sample values for {wanted} in common; their numeric "
-        f"columns: {', '.join(have) or 'none'}; choose one with --column COLUMN (or a "
-        f"formula: {aggregates.EXAMPLES})"
+        f"runs {runs} have no numeric per-sample columns for {wanted} in common; choose one "
+        f"with --column COLUMN (or a formula: {aggregates.EXAMPLES})"
     )
 
 
@@ -382,7 +398,7 @@ def diff(
         for r in runs
     )
     chosen = choose((a, b), candidates)
-    refused = (
+    refused = disagreement(runs, split, metric, column) or (
         None
         if column
         else (
@@ -487,6 +503,7 @@ __all__ = [
     "describe",
     "describes",
     "diff",
+    "disagreement",
     "has_samples",
     "join",
     "load",

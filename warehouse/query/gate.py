@@ -173,7 +173,7 @@ def _run_check(
         if column:  # the column asked for is not there: a usage error, not a verdict
             raise
         return Check(INCONCLUSIVE, f"inconclusive: {exc}", None, question="none")
-    refused = (
+    refused = evidence.disagreement(both, where, metric, column) or (
         None
         if column
         else (

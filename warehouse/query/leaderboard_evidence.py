@@ -177,8 +177,9 @@ def marked(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]
     if any(int(r.get("run_count") or 1) > 1 and r.get("best_of_low") is not None for r in rows):
         notes.append(
             "each row is its experiment's best of run_count runs, picked on these samples: "
-            "its score is optimistic (best_of_low/high widen its interval for the pick); "
-            "compare setups across seeds with --by-group, or evaluate the runs on new samples"
+            "its score is optimistic (best_of_low/high widen its interval for the pick, and "
+            "vs_next tests its lead as that pick); compare setups across seeds with "
+            "--by-group, or evaluate the runs on new samples"
         )
     if not any(mark(r) for r in rows):
         return rows, notes

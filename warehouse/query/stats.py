@@ -16,8 +16,9 @@ and its ``num``/``den`` are the cluster's sums. One rule then gives every interv
   (one passage with half the questions, a few very long documents) it widens the interval
   and lowers the degrees of freedom, as it must: the plain cluster-robust form rejected 28 %
   of equal runs with one dominant passage among 30 (Imbens and Kolesar 2016 recommend this
-  correction). A 0/1 column without clusters gets the exact Clopper-Pearson interval instead
-  (:func:`interval`).
+  correction, with degrees of freedom under a random-effects working model:
+  :func:`working_variances`). A 0/1 column without clusters gets the exact Clopper-Pearson
+  interval instead (:func:`interval`).
 - **Paired comparison** of two runs on the same units (:func:`paired`): the difference of
   the two ratios, linearized unit by unit, with the same t (a corpus metric too: the
   percentile bootstrap it replaced rejected 10 % of equal systems on ten sentences); for two
@@ -163,22 +164,62 @@ def linearized(
         return None
     scaled = residual / total
     se = math.sqrt(float(np.sum(scaled * scaled / (1.0 - share))))
-    return se, bell_mccaffrey_df(share)
+    return se, bell_mccaffrey_df(share, working_variances(residual, share))
 
 
-def bell_mccaffrey_df(weights: np.ndarray) -> float:
+def working_variances(residual: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """Each unit's variance in the working model of the degrees of freedom: ``a*h + b*h^2``
+    for the unit's share ``h``, fitted to the squared residuals with ``a, b >= 0`` (Imbens
+    and Kolesar 2016: a random-effects working model). ``a`` alone is samples that are
+    independent within a unit, ``b`` alone units whose means vary alike whatever their size;
+    assuming the first where the second holds overstated the degrees of freedom (6.1 % false
+    positives with 30 passages of uneven sizes)."""
+    target = residual * residual / (1.0 - share)
+    basis = np.column_stack([share, share * share])
+    best: tuple[float, np.ndarray] | None = None
+    for columns in ((0, 1), (0,), (1,)):
+        coef = np.linalg.lstsq(basis[:, columns], target, rcond=None)[0]
+        if np.all(coef >= 0):
+            full = np.zeros(2)
+            full[list(columns)] = coef
+            misfit = float(np.sum((target - basis @ full) ** 2))
+            if best is None or misfit < best[0]:
+                best = (misfit, full)
+    if best is None or not np.any(best[1] > 0):
+        return share
+    fitted: np.ndarray = basis @ best[1]
+    return fitted
+
+
+def bell_mccaffrey_df(weights: np.ndarray, variances: np.ndarray | None = None) -> float:
     """Bell and McCaffrey's (2002) degrees of freedom of the CR2 variance of a weighted mean
-    whose units have these weights: ``(tr M)^2 / tr(M^2)`` with, for the shares ``h``,
-    ``M = diag(h/(1-h)) - q q'``, ``q = h/sqrt(1-h)``, so ``tr M = 1``. ``G - 1`` for ``G``
-    equal weights; fewer where a few units carry most of the weight."""
+    (a ratio of sums) whose units have these weights, when unit ``g``'s linearized residual
+    has variance ``variances[g]`` (default: proportional to its weight, as independent
+    samples give): Satterthwaite's ``(tr AW)^2 / tr((AW)^2)`` for the quadratic form ``A``
+    of the CR2 estimator and ``W = diag(variances)``, in O(G) (see the tests for the
+    matrices). ``G - 1`` for ``G`` equal weights, whatever the variances; fewer where a few
+    units carry most of the weight."""
     share = np.asarray(weights, dtype=np.float64)
     share = share / float(share.sum())
     if np.all(share == share[0]):
         return float(share.size - 1)
-    d = share / (1.0 - share)
-    q2 = share * share / (1.0 - share)
-    squares = float(np.dot(d, d)) - 2.0 * float(np.dot(d, q2)) + float(q2.sum()) ** 2
-    return 1.0 / squares
+    omega = share if variances is None else np.asarray(variances, dtype=np.float64)
+    # A = D - 1u' - u1' + c11' with D = diag(1/(1-h)), u = Dh, c = h'Dh
+    d = 1.0 / (1.0 - share)
+    u = share * d
+    c = float(np.dot(share, u))
+    lam = d * omega
+    q = c * omega - u * omega
+    first = float(np.dot(omega, d - 2.0 * u + c))
+    second = (
+        float(np.dot(lam, lam))
+        + 2.0 * float(np.dot(lam, q))
+        - 2.0 * float(np.dot(lam, u * omega))
+        + float(q.sum()) ** 2
+        - 2.0 * float(np.dot(q, u)) * float(omega.sum())
+        + float(np.dot(omega, u)) ** 2
+    )
+    return first * first / second if second > 0 else float(share.size - 1)
 
 
 def cluster_sums(clusters: np.ndarray, *columns: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -452,4 +493,5 @@ __all__ = [
     "unpaired",
     "unpaired_ratio",
     "welch",
+    "working_variances",
 ]
