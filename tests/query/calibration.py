@@ -18,7 +18,7 @@ import numpy as np
 from warehouse.query import stats
 from warehouse.query.aggregates import Aggregate
 from warehouse.query.evidence import Samples
-from warehouse.query.gate import WORSE, judge, p_worse
+from warehouse.query.gate import WORSE, judge
 from warehouse.query.replicates import lucky_seed
 
 ALPHA = stats.SIGNIFICANT
@@ -94,7 +94,13 @@ def unpaired_welch_null(trials: int, seed: int) -> float:
 def _passages(rng: np.random.Generator, passages: int, per: int) -> tuple[np.ndarray, ...]:
     """Two equal runs on questions grouped by passage: a passage both runs find hard or easy
     together, and which run does better on it varies by passage (shared, not independent)."""
-    cluster = np.repeat(np.arange(passages), per)
+    return _on_passages(rng, np.full(passages, per))
+
+
+def _on_passages(rng: np.random.Generator, sizes: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`_passages` with passages of these sizes."""
+    passages = int(sizes.size)
+    cluster = np.repeat(np.arange(passages), sizes)
     base = rng.beta(3.0, 1.5, passages)[cluster]
     tilt = rng.normal(0, 0.15, passages)[cluster]
     a = (rng.random(cluster.size) < np.clip(base + tilt, 0, 1)).astype(float)
@@ -341,52 +347,51 @@ def _one_big_passage(rng: np.random.Generator, passages: int) -> tuple[np.ndarra
     rest in passages of 5 (a benchmark with one big source)."""
     sizes = np.full(passages, 5)
     sizes[0] = 5 * passages
-    cluster = np.repeat(np.arange(passages), sizes)
-    base = rng.beta(3.0, 1.5, passages)[cluster]
-    tilt = rng.normal(0, 0.15, passages)[cluster]
-    a = (rng.random(cluster.size) < np.clip(base + tilt, 0, 1)).astype(float)
-    b = (rng.random(cluster.size) < np.clip(base - tilt, 0, 1)).astype(float)
-    return a, b, cluster
+    return _on_passages(rng, sizes)
+
+
+def _share(trials: int, seed: int, event: Callable[[np.random.Generator], bool]) -> float:
+    """How often ``event`` happens in ``trials`` seeded draws."""
+    rng = np.random.default_rng(seed)
+    return sum(bool(event(rng)) for _ in range(trials)) / trials
+
+
+def _significant(c: stats.Comparison | None) -> bool:
+    return c is not None and c.significant
 
 
 def big_passage_null(trials: int, seed: int, passages: int = 30) -> float:
     """One passage holds half the questions: the CR2 variance with Bell-McCaffrey's degrees
     of freedom (CR1 on G - 1 rejected 28 % here)."""
-    rng = np.random.default_rng(seed)
-    hits = 0
-    for _ in range(trials):
+
+    def trial(rng: np.random.Generator) -> bool:
         a, b, cluster = _one_big_passage(rng, passages)
-        c = stats.paired(a, b, clusters=cluster)
-        hits += c is not None and c.significant
-    return hits / trials
+        return _significant(stats.paired(a, b, clusters=cluster))
+
+    return _share(trials, seed, trial)
 
 
 def big_passage_coverage(trials: int, seed: int, passages: int = 30) -> float:
     """The same passages: one run's clustered interval (CR1 covered 72 % here)."""
-    rng = np.random.default_rng(seed)
-    covered = 0
-    for _ in range(trials):
+
+    def trial(rng: np.random.Generator) -> bool:
         a, _, cluster = _one_big_passage(rng, passages)
         ci = stats.interval(a, clusters=cluster)
-        covered += ci is not None and _cover(ci.low, ci.high, 3.0 / 4.5)
-    return covered / trials
+        return ci is not None and _cover(ci.low, ci.high, 3.0 / 4.5)
+
+    return _share(trials, seed, trial)
 
 
 def uneven_passages_null(trials: int, seed: int, passages: int = 30) -> float:
     """30 passages of lognormal sizes (1 to ~100 questions; CR1 rejected 9.8 % here, CR2
     with degrees of freedom for independent samples within passages 6.1 %)."""
-    rng = np.random.default_rng(seed)
-    hits = 0
-    for _ in range(trials):
+
+    def trial(rng: np.random.Generator) -> bool:
         sizes = np.maximum(1, rng.lognormal(2.0, 1.0, passages).astype(int))
-        cluster = np.repeat(np.arange(passages), sizes)
-        base = rng.beta(3.0, 1.5, passages)[cluster]
-        tilt = rng.normal(0, 0.15, passages)[cluster]
-        a = (rng.random(cluster.size) < np.clip(base + tilt, 0, 1)).astype(float)
-        b = (rng.random(cluster.size) < np.clip(base - tilt, 0, 1)).astype(float)
-        c = stats.paired(a, b, clusters=cluster)
-        hits += c is not None and c.significant
-    return hits / trials
+        a, b, cluster = _on_passages(rng, sizes)
+        return _significant(stats.paired(a, b, clusters=cluster))
+
+    return _share(trials, seed, trial)
 
 
 def small_corpus_null(trials: int, seed: int) -> float:
@@ -397,62 +402,59 @@ def small_corpus_null(trials: int, seed: int) -> float:
 def accurate_pair_coverage(trials: int, seed: int, n: int = 50) -> float:
     """95 % against 98 % on 50 samples: about three discordant pairs. The exact interval
     conditional on them covered the true +3 points 88 % of the time; joined with Tango's."""
-    rng = np.random.default_rng(seed)
-    covered = 0
-    for _ in range(trials):
+
+    def trial(rng: np.random.Generator) -> bool:
         c = stats.paired((rng.random(n) < 0.95).astype(float), (rng.random(n) < 0.98).astype(float))
-        covered += c is not None and _cover(c.low, c.high, 0.03)
-    return covered / trials
+        return c is not None and _cover(c.low, c.high, 0.03)
+
+    return _share(trials, seed, trial)
 
 
 def tied_seeds_null(trials: int, seed: int) -> float:
     """Three seeds scored on 50 samples: scores move in steps of 0.02 and two of them tie
     one time in ten ("beyond a zero spread" called 13 % of such groups lucky)."""
-    rng = np.random.default_rng(seed)
-    return sum(bool(lucky_seed(rng.binomial(50, 0.8, 3) / 50)) for _ in range(trials)) / trials
+    return _share(trials, seed, lambda rng: bool(lucky_seed(rng.binomial(50, 0.8, 3) / 50)))
 
 
 def leaderboard_pick_null(trials: int, seed: int, k: int = 20, n: int = 1000) -> float:
     """The leaderboard's top row, the best of 20 equal runs, against one equal run: its lead
     tested as a pick (uncorrected, "significant" 17 % of the time)."""
-    rng = np.random.default_rng(seed)
-    hits = 0
-    for _ in range(trials):
+
+    def trial(rng: np.random.Generator) -> bool:
         p = _difficulty(rng, n)
         runs = (rng.random((k + 1, n)) < p).astype(float)
         best = int(np.argmax(runs[:k].mean(axis=1)))
         top, picked = (best, k) if runs[best].mean() >= runs[k].mean() else (k, 1)
         c = MEAN_CORRECT.paired({"correct": runs[top]}, {"correct": runs[k if top != k else best]})
-        hits += c is not None and stats.selected(c, picked).significant
-    return hits / trials
+        return c is not None and stats.selected(c, picked).significant
+
+    return _share(trials, seed, trial)
 
 
 def group_pick_null(trials: int, seed: int, groups: int = 30, seeds: int = 5) -> float:
     """``--by-group``: an experiment's best of 30 configurations (5 seeds each) against one
     equal configuration, Welch across seeds, tested as a pick (uncorrected: 18 %)."""
-    rng = np.random.default_rng(seed)
-    hits = 0
-    for _ in range(trials):
+
+    def trial(rng: np.random.Generator) -> bool:
         many = rng.normal(0.9, 0.01, (groups, seeds))
         best = many[int(np.argmax(many.mean(axis=1)))]
         other = rng.normal(0.9, 0.01, seeds)
-        top, nxt, picked = (
-            (best, other, groups) if best.mean() >= other.mean() else (other, best, 1)
-        )
-        c = stats.welch(top, nxt)
-        hits += c is not None and stats.selected(c, picked).significant
-    return hits / trials
+        leads = best.mean() >= other.mean()
+        c = stats.welch(best, other) if leads else stats.welch(other, best)
+        return c is not None and stats.selected(c, groups if leads else 1).significant
+
+    return _share(trials, seed, trial)
 
 
 def seed_against_its_setup_null(trials: int, seed: int, others: int = 3) -> float:
     """The gate on two seeds of one setup: an ordinary seed against its setup's 3 other
     seeds (a t prediction bound), one-sided at 2.5 %."""
-    rng = np.random.default_rng(seed)
-    hits = 0
-    for _ in range(trials):
+
+    def trial(rng: np.random.Generator) -> bool:
         c = stats.prediction(rng.normal(0.9, 0.01, others), float(rng.normal(0.9, 0.01)))
-        hits += c is not None and p_worse(c, 1.0, 0.0) < ALPHA
-    return hits / trials
+        return c is not None and c.p_worse(1.0) < ALPHA
+
+    return _share(trials, seed, trial)
 
 
 SCENARIOS = [
