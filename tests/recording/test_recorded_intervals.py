@@ -11,6 +11,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 import warehouse
+from tests.query import reference
 from warehouse.query import stats
 from warehouse.query.distributions import clopper_pearson
 from warehouse.stores.local import LocalStore
@@ -122,12 +123,16 @@ def test_a_declared_corpus_metric_gets_the_interval_of_the_ratio_itself(home: Pa
     assert ci["aggregate"] == "sum(matches)/sum(length)"
     assert ci["method"] == "linearized-t"
     assert float(ci["low"]) < corpus < float(ci["high"])  # type: ignore[arg-type]
-    # the delta method by hand (statsmodels has no ratio estimator; its pieces are numpy's)
-    m = np.array([r["matches"] for r in rows])
-    x = np.array([r["length"] for r in rows])
-    residual = (m - corpus * x) / x.sum()
-    se = np.sqrt(len(m) / (len(m) - 1) * np.sum(residual**2))
-    half = scipy_stats.t.ppf(0.975, len(m) - 1) * se
+    # the ratio is weighted least squares of matches/length on a constant, weights length:
+    # statsmodels' HC2 standard error is the linearized CR2 one (one unit per sentence)
+    import statsmodels.api as sm
+
+    m = np.array([r["matches"] for r in rows], dtype=float)
+    x = np.array([r["length"] for r in rows], dtype=float)
+    fit = sm.WLS(m / x, np.ones_like(x), weights=x).fit(cov_type="HC2")
+    assert float(fit.params[0]) == pytest.approx(corpus, rel=1e-12)
+    df = reference.linearized_df(m - corpus * x, x / x.sum())
+    half = scipy_stats.t.ppf(0.975, df) * float(fit.bse[0])
     assert (ci["low"], ci["high"]) == pytest.approx((corpus - half, corpus + half), rel=1e-9)
 
 
@@ -171,6 +176,34 @@ def test_a_rounded_score_still_gets_its_interval(home: Path) -> None:
         run.log_samples("val", [{"sample_id": i, "correct": c} for i, c in enumerate(correct)])
         run.log_metrics("val", {"acc": 0.8571})
     assert "low" in cis_of(home, run.run_id)["acc"]
+
+
+@pytest.mark.parametrize(
+    ("logged", "declared", "kept"),
+    [
+        pytest.param(0.854, None, True, id="three-decimals"),
+        pytest.param(85.4, "100*mean(correct)", True, id="percent-one-decimal"),
+        pytest.param(0.85, None, False, id="rounded-coarser-than-the-interval"),
+        pytest.param(85.0, "100*mean(correct)", False, id="whole-percent"),
+    ],
+)
+def test_a_score_rounded_finer_than_its_interval_still_gets_it(
+    home: Path, logged: float, declared: str | None, kept: bool
+) -> None:
+    """0.85432 over 100k samples (half-width 0.0022) logged as 0.854 was refused: a tenth of
+    the half-width is 0.00022. A rounding finer than the interval is the same score; one
+    coarser than it (0.85, 85 %) may hide another score, so it is still refused."""
+    correct = np.arange(100_000) < 85_432
+    table = pa.table({"sample_id": np.arange(correct.size), "correct": correct})
+    with warehouse.start_run("rounded") as run:
+        run.log_samples("val", table, metric_columns={"acc": declared} if declared else None)
+        run.log_metrics("val", {"acc": logged})
+    ci = cis_of(home, run.run_id)["acc"]
+    assert ("low" in ci) is kept, ci
+    if kept:
+        scale = 100.0 if declared else 1.0
+        low, high = clopper_pearson(85_432, 100_000)
+        assert (ci["low"], ci["high"]) == pytest.approx((scale * low, scale * high))
 
 
 def test_large_offsets_do_not_cancel_in_the_streamed_variance(home: Path) -> None:

@@ -10,11 +10,24 @@ import pyarrow as pa
 import pytest
 
 from warehouse.models import Run, RunStatus, resolve_metric
-from warehouse.query import evidence, gate, leaderboard_evidence
-from warehouse.query.distributions import mcnemar
+from warehouse.query import evidence, gate, leaderboard_evidence, setups
 from warehouse.stores.base import Store
 
 METRIC = resolve_metric("val.acc")
+
+
+def mcnemar(fixed: int, broke: int) -> float:
+    """The p-value of the paired 0/1 test: the larger of McNemar's exact and asymptotic
+    p-values (the exact conditional test joined with Tango's score test, which is McNemar's
+    asymptotic one at 0), computed by statsmodels."""
+    from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+
+    table = [[0, broke], [fixed, 0]]
+    exact = sm_mcnemar(table, exact=True).pvalue
+    asymptotic = sm_mcnemar(table, exact=False, correction=False).pvalue if fixed + broke else 1.0
+    return float(max(exact, asymptotic))
+
+
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -276,5 +289,5 @@ def test_a_setups_seeds_are_its_runs_of_one_config_and_commit(store: Store) -> N
     seeded("s1-again", 1, 0.82, "abc")
     seeded("s2", 2, 0.90, "abc")
     seeded("other-code", 3, 0.10, "def")
-    scores = gate.seed_scores(store, first, METRIC, ("seed",))
+    scores = setups.seed_scores(store, first, METRIC, ("seed",))
     assert sorted(scores.values()) == pytest.approx([0.81, 0.90])

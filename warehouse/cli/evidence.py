@@ -273,4 +273,7 @@ def replicates(
         )
     few = sorted({str(r["experiment"]) for r in rows if r["lucky_seed"] is None})
     if few:
-        info(f"fewer than 3 seeds, so no seed can be called lucky: {', '.join(few)}")
+        info(
+            "no seed can be called lucky (fewer than 3 seeds, or the other seeds' scores all "
+            f"equal): {', '.join(few)}"
+        )

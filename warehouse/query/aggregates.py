@@ -7,7 +7,7 @@ A metric's *aggregate* is one of:
   each sample's value is its share of the score;
 - ``sum(NUM)/sum(DEN)``: a corpus metric, a ratio of sums over the samples (BLEU-like
   ``sum(matches)/sum(length)``, micro-averaged F1, word error rate): not decomposable, so it is
-  tested as a whole (a paired bootstrap of the ratio, or its linearization on many samples);
+  tested as a whole, by its linearization (the delta method, :mod:`warehouse.query.stats`);
 - either one times a constant: ``100*mean(correct)`` for an accuracy logged in percent.
 
 Where an aggregate comes from (:func:`declared`): what the user declared
@@ -32,12 +32,10 @@ import numpy as np
 from warehouse.errors import ConfigurationError
 from warehouse.query import stats
 
-BOOTSTRAP_MAX_UNITS = 5_000
-"""Up to this many units a corpus metric's paired test is a bootstrap (2,000 resamples);
-beyond, its linearization, which the bootstrap converges to (and costs nothing)."""
 TOLERANCE = 0.1
 """An undeclared aggregate reproduces a logged score when they differ by at most this share
-of the interval's half-width (or 1e-9 relative, for a score without spread)."""
+of the interval's half-width (or 1e-9 relative, for a score without spread), or when the
+score is the aggregate rounded finer than the interval (:func:`reproduces`)."""
 
 _NAME = r"\s*([^\s()*/]+)\s*"
 _FORMS = {
@@ -118,7 +116,7 @@ class Aggregate:
         self,
         a: Mapping[str, np.ndarray],
         b: Mapping[str, np.ndarray],
-        *key: str,
+        *,
         clusters: np.ndarray | None = None,
         level: float = 0.95,
     ) -> stats.Comparison | None:
@@ -135,15 +133,9 @@ class Aggregate:
         kept_clusters = None if clusters is None else np.asarray(clusters)[keep]
         num_a, den_a, samples = self.units(rows_a, kept_clusters)
         num_b, den_b, _ = self.units(rows_b, kept_clusters)
-        clustered = clusters is not None
-        if num_a.size <= BOOTSTRAP_MAX_UNITS:
-            found = stats.paired_bootstrap(
-                num_a, den_a, num_b, den_b, *key, level=level, samples=samples, clustered=clustered
-            )
-        else:
-            found = stats.paired_ratio(
-                num_a, den_a, num_b, den_b, level=level, samples=samples, clustered=clustered
-            )
+        found = stats.paired_ratio(
+            num_a, den_a, num_b, den_b, level=level, samples=samples, clustered=clusters is not None
+        )
         return None if found is None else scaled(found, self.scale)
 
     def unpaired(
@@ -236,11 +228,24 @@ def scaled(found: stats.Comparison, scale: float) -> stats.Comparison:
 
 
 def reproduces(logged: float, found: stats.Interval) -> bool:
-    """Whether the interval's estimate is the logged score, to :data:`TOLERANCE`."""
+    """Whether the interval's estimate is the logged score: equal to :data:`TOLERANCE`, or
+    the estimate rounded to the logged score's own decimals when that rounding is finer than
+    the interval (0.854 for 0.85432 over 100k samples, whose half-width is 0.0022; not 0.85)."""
     if found.estimate is None:
         return False
     gap = abs(logged - found.estimate)
-    return gap <= max(1e-9 * max(1.0, abs(found.estimate)), TOLERANCE * found.half_width)
+    if gap <= max(1e-9 * max(1.0, abs(found.estimate)), TOLERANCE * found.half_width):
+        return True
+    unit = rounding_unit(logged)
+    return unit <= found.half_width and gap <= unit / 2 * (1 + 1e-9)
+
+
+def rounding_unit(value: float) -> float:
+    """The last decimal place ``value`` is written with (0.001 for 0.854, 1 for 85)."""
+    from decimal import Decimal
+
+    exponent = Decimal(repr(float(value))).normalize().as_tuple().exponent
+    return 10.0 ** int(exponent) if isinstance(exponent, int) else math.inf
 
 
 def mismatch(metric: str, logged: float, aggregate: Aggregate, found: stats.Interval) -> str:
@@ -264,7 +269,6 @@ def mismatch(metric: str, logged: float, aggregate: Aggregate, found: stats.Inte
 
 
 __all__ = [
-    "BOOTSTRAP_MAX_UNITS",
     "EXAMPLES",
     "TOLERANCE",
     "Aggregate",
@@ -272,6 +276,7 @@ __all__ = [
     "of",
     "parse",
     "reproduces",
+    "rounding_unit",
     "scaled",
     "scaled_interval",
 ]

@@ -395,12 +395,22 @@ def diff(
     """The samples whose value changed between two runs (``best``, ``best:EXP``, ids), with
     the paired difference as ``summary``."""
     from warehouse.query import evidence
+    from warehouse.query.gate import selection_size
 
     with opened(store, settings) as (found, s):
         m = setting_metric(s, metric, None)
         a, b = (evidence.resolve_run(found, spec, m) for spec in (run_a, run_b))
+        # a `best` run was picked from its candidates on these very samples
+        picked = selection_size(found, run_a, m) * selection_size(found, run_b, m)
         got = evidence.diff(
-            found, a, b, split=split or m.split, metric=m, column=column, cluster=cluster
+            found,
+            a,
+            b,
+            split=split or m.split,
+            metric=m,
+            column=column,
+            cluster=cluster,
+            picked=picked if a["run_id"] != b["run_id"] else 1,
         )
     return DiffResult(
         got.rows,

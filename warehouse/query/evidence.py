@@ -29,6 +29,9 @@ from warehouse.query.aggregates import Aggregate
 from warehouse.stores.base import Store
 
 CHANGES = ("fixed", "broke", "changed")
+PAIRED_SHARE = 0.5
+"""Two runs are compared sample by sample when the samples they share are at least this share
+of the smaller run's (else as two independent sets of samples)."""
 DIFF_COLUMNS = ("sample_id", "a", "b", "change", "a_output_uri", "b_output_uri")
 
 
@@ -81,6 +84,24 @@ def candidate_aggregates(
         if text:
             return [aggregates.of(str(text))]
     return [Aggregate("mean", (c,)) for c in candidate_columns(runs[0], split, metric, None)]
+
+
+def disagreement(
+    runs: Sequence[dict[str, Any]], split: str, metric: Metric, column: str | None
+) -> str | None:
+    """Why the runs' scores cannot be compared on one aggregate (None when they can): they
+    recorded different ones (a percentage beside a fraction, a corpus ratio beside a mean),
+    and none was named with ``--column``."""
+    if column:
+        return None
+    found = {str(r["run_id"]): recorded(r, split, metric).get("aggregate") for r in runs}
+    if len({a for a in found.values() if a}) < 2:
+        return None
+    shown = "; ".join(f"run {run_id}: {a}" for run_id, a in found.items())
+    return (
+        f"the runs compute {metric.name} differently ({shown}), so their scores are not on "
+        "one scale; compare them on one aggregate with --column (e.g. mean(correct))"
+    )
 
 
 def cluster_of(
@@ -142,9 +163,11 @@ def load(
     *,
     cluster: str | None = None,
     other: Sequence[str] = (),
+    lenient: bool = False,
 ) -> Samples:
     """One run's samples: the numeric ``columns`` present as float arrays, the ``cluster``
-    column, and ``other`` columns as lists. ``NotFound`` when the run has no such split."""
+    column, and ``other`` columns as lists. ``NotFound`` when the run has no such split; a
+    missing cluster column is an error, or (``lenient``) no clusters."""
     wanted = [*columns, *([cluster] if cluster else []), *other]
     table = sample_table(store, run_id, split, wanted)
     names = table.schema.names
@@ -153,7 +176,7 @@ def load(
         if name in names and _numeric(table.schema.field(name).type):
             values[name] = _floats(table.column(name))
     clusters = None
-    if cluster:
+    if cluster and (cluster in names or not lenient):
         if cluster not in names:
             raise ConfigurationError(
                 f"run {run_id} has no sample column {cluster!r} to cluster by in split "
@@ -187,17 +210,16 @@ def _floats(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 
 def choose(samples: Sequence[Samples], candidates: Sequence[Aggregate]) -> Aggregate:
-    """The first candidate every run's samples can compute."""
+    """The first candidate every run's samples can compute (``ConfigurationError`` when
+    none can: the columns it lists are the numeric ones read for the candidates)."""
     for aggregate in candidates:
         if all(s.has(aggregate) for s in samples):
             return aggregate
-    have = sorted({n for s in samples for n in s.values})
     wanted = " or ".join(a.text for a in candidates)
     runs = " and ".join(s.run_id for s in samples)
     raise ConfigurationError(
-        f"runs {runs} have no per-sample values for {wanted} in common; their numeric "
-        f"columns: {', '.join(have) or 'none'}; choose one with --column COLUMN (or a "
-        f"formula: {aggregates.EXAMPLES})"
+        f"runs {runs} have no numeric per-sample columns for {wanted} in common; choose one "
+        f"with --column COLUMN (or a formula: {aggregates.EXAMPLES})"
     )
 
 
@@ -219,13 +241,23 @@ def describes(
 
 @dataclass
 class Pair:
-    """Two runs' samples joined on ``sample_id`` (row ``i`` of both is one sample), and how
-    many samples only one of them has."""
+    """Two runs' samples joined on ``sample_id`` (row ``i`` of both is one sample), how many
+    samples only one of them has, and all of each run's samples (for an unpaired test)."""
 
     a: Samples
     b: Samples
-    only_a: int
-    only_b: int
+    only_a: int = 0
+    only_b: int = 0
+    all_a: Samples | None = None
+    all_b: Samples | None = None
+
+    @property
+    def paired(self) -> bool:
+        """Whether the shared samples are enough to compare the runs on them
+        (:data:`PAIRED_SHARE`)."""
+        return self.n >= 2 and self.n >= PAIRED_SHARE * min(
+            self.n + self.only_a, self.n + self.only_b
+        )
 
     @property
     def ids(self) -> np.ndarray:
@@ -234,6 +266,12 @@ class Pair:
     @property
     def n(self) -> int:
         return self.a.n
+
+    @property
+    def clusters(self) -> np.ndarray | None:
+        """The shared samples' clusters, from whichever run has them (a sample's passage is
+        the sample's, not a run's)."""
+        return self.a.clusters if self.a.clusters is not None else self.b.clusters
 
 
 def join(a: Samples, b: Samples) -> Pair:
@@ -247,7 +285,26 @@ def join(a: Samples, b: Samples) -> Pair:
     ia = joined.column("ia").to_numpy()
     ib = joined.column("ib").to_numpy()
     shared = int(ia.size)
-    return Pair(a.take(ia), b.take(ib), a.n - shared, b.n - shared)
+    return Pair(a.take(ia), b.take(ib), a.n - shared, b.n - shared, a, b)
+
+
+def compare(joined: Pair, chosen: Aggregate) -> stats.Comparison | str | None:
+    """B against A on their aggregate: paired on the shared samples when there are enough
+    (:attr:`Pair.paired`), else unpaired; None with too few values, or why no test fits."""
+    if joined.paired:
+        return chosen.paired(joined.a.values, joined.b.values, clusters=joined.clusters)
+    a, b = joined.all_a, joined.all_b
+    if a is None or b is None:
+        return None
+    if (a.clusters is None) != (b.clusters is None):
+        has, lacks = (a, b) if a.clusters is not None else (b, a)
+        return (
+            f"the runs share too few samples ({joined.n:,}) to be compared sample by sample, "
+            f"and only run {has.run_id}'s samples say how they are clustered, while run "
+            f"{lacks.run_id}'s may be clustered too: log the cluster column with both runs' "
+            "samples"
+        )
+    return chosen.unpaired(a.values, b.values, a.clusters, b.clusters)
 
 
 @dataclass
@@ -264,6 +321,7 @@ class Diff:
     only_a: int
     only_b: int
     refused: str | None = None  # why no test was run
+    picked: int = 1  # the candidates the two runs were picked from ("best" specs)
 
     def counts(self) -> dict[str, int]:
         found = dict.fromkeys(CHANGES, 0)
@@ -280,6 +338,11 @@ class Diff:
         c = self.comparison
         if c is not None:
             text += f" · {self.column}: b - a = {describe(c)}"
+            if self.picked > 1:
+                text += (
+                    f" · a best run is picked on these samples: tested as a pick of "
+                    f"{self.picked} (Bonferroni, p x {self.picked})"
+                )
         elif self.refused:
             text += f" · no test: {self.refused}"
         if self.only_a or self.only_b:
@@ -301,7 +364,7 @@ def power_note(c: stats.Comparison) -> str:
     """Which test, on how much, and the smallest gap it detects (80 % power)."""
     units = f"{c.n:,} shared samples" if c.design == "paired" else f"{c.n:,} and {c.n_b:,}"
     if c.design == "unpaired":
-        units += " samples, none shared"
+        units += " samples, unpaired (too few shared)"
     elif c.design == "seeds":
         units += " seeds"
     if c.clusters:
@@ -320,9 +383,12 @@ def diff(
     metric: Metric,
     column: str | None = None,
     cluster: str | None = None,
+    picked: int = 1,
 ) -> Diff:
     """The samples whose value of the compared column differs between the two runs (for a
-    corpus metric, its first column), and the paired test of the metric itself."""
+    corpus metric, its first column), and the paired test of the metric itself; ``picked``:
+    the runs were picked as the best of that many pairs (``best`` specs: the test is
+    corrected for the pick, :func:`warehouse.query.stats.selected`)."""
     runs = (run_a, run_b)
     candidates = candidate_aggregates(runs, split, metric, column)
     grouped = cluster_of(runs, split, metric, cluster)
@@ -332,7 +398,7 @@ def diff(
         for r in runs
     )
     chosen = choose((a, b), candidates)
-    refused = (
+    refused = disagreement(runs, split, metric, column) or (
         None
         if column
         else (
@@ -362,16 +428,10 @@ def diff(
     comparison = (
         None
         if refused
-        else chosen.paired(
-            joined.a.values,
-            joined.b.values,
-            a.run_id,
-            b.run_id,
-            split,
-            chosen.text,
-            clusters=joined.a.clusters,
-        )
+        else chosen.paired(joined.a.values, joined.b.values, clusters=joined.clusters)
     )
+    if comparison is not None:
+        comparison = stats.selected(comparison, picked)
     return Diff(
         a.run_id,
         b.run_id,
@@ -383,6 +443,7 @@ def diff(
         joined.only_a,
         joined.only_b,
         refused,
+        picked,
     )
 
 
@@ -414,12 +475,15 @@ def try_load(
     *,
     cluster: str | None = None,
     other: Sequence[str] = (),
+    lenient: bool = False,
 ) -> Samples | None:
     """:func:`load`, or None when the run recorded no samples of the split."""
     if not has_samples(run, split):
         return None
     try:
-        return load(store, str(run["run_id"]), split, columns, cluster=cluster, other=other)
+        return load(
+            store, str(run["run_id"]), split, columns, cluster=cluster, other=other, lenient=lenient
+        )
     except NotFound:
         return None
 
@@ -427,6 +491,7 @@ def try_load(
 __all__ = [
     "CHANGES",
     "DIFF_COLUMNS",
+    "PAIRED_SHARE",
     "Diff",
     "Pair",
     "Samples",
@@ -434,9 +499,11 @@ __all__ = [
     "candidate_columns",
     "choose",
     "cluster_of",
+    "compare",
     "describe",
     "describes",
     "diff",
+    "disagreement",
     "has_samples",
     "join",
     "load",

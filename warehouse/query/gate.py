@@ -31,15 +31,14 @@ import numpy as np
 
 from warehouse.errors import ConfigurationError
 from warehouse.models import Metric
-from warehouse.query import evidence, stats
+from warehouse.query import evidence, setups, stats
 from warehouse.query.aggregates import Aggregate
+from warehouse.query.evidence import PAIRED_SHARE as PAIRED_SHARE
 from warehouse.stores.base import Store
 
 WORSE = 1
 INCONCLUSIVE = 6
 """The exit code when no test was possible (no samples, or samples of another score)."""
-PAIRED_SHARE = 0.5
-"""Paired when the shared samples are at least this share of the smaller run's."""
 
 
 @dataclass
@@ -80,12 +79,8 @@ class SliceCheck:
 
 
 def p_worse(c: stats.Comparison, sign: float, margin: float) -> float:
-    """The p-value of "the run is worse by exactly ``margin``", when the data lean worse
-    (else 1): two-sided at the boundary, so significance here is a one-sided 2.5 % test."""
-    boundary = -sign * margin
-    if sign * (c.diff - boundary) >= 0:
-        return 1.0
-    return c.p_at(boundary)
+    """The p-value of "the run is worse by exactly ``margin``" (:meth:`Comparison.p_worse`)."""
+    return c.p_worse(sign, margin)
 
 
 def check(
@@ -119,11 +114,15 @@ def check(
     runs = replace(runs, line=f"{runs.line} ({names}; margin {margin:g}{picked})")
     if not seeds:
         return runs
-    setup = _setup_check(store, run, reference, metric, margin, alpha, seed_keys)
+    setup = setups.setup_check(store, run, reference, metric, margin, alpha, seed_keys)
     if setup is None:
         return runs
-    return replace(
-        setup, line=f"{setup.line}; the runs themselves: {runs.line}", broken=runs.broken
+    return Check(
+        WORSE if setup.worse else 0,
+        f"{setup.line}; the runs themselves: {runs.line}",
+        setup.comparison,
+        runs.broken,
+        question="setup",
     )
 
 
@@ -149,7 +148,8 @@ def _run_check(
     needed = [c for a in candidates for c in a.columns]
     other = (name,) if name else ()
     ref, mine = (
-        evidence.try_load(store, r, where, needed, cluster=grouped, other=other) for r in both
+        evidence.try_load(store, r, where, needed, cluster=grouped, other=other, lenient=True)
+        for r in both
     )
     if ref is None or mine is None:
         lacking = " and ".join(
@@ -162,11 +162,18 @@ def _run_check(
             None,
             question="none",
         )
+    if grouped and ref.clusters is None and mine.clusters is None:
+        raise ConfigurationError(
+            f"neither run {ref.run_id} nor {mine.run_id} has a sample column {grouped!r} to "
+            f"cluster by in split {where!r}"
+        )
     try:
         chosen = evidence.choose((ref, mine), candidates)
     except ConfigurationError as exc:
+        if column:  # the column asked for is not there: a usage error, not a verdict
+            raise
         return Check(INCONCLUSIVE, f"inconclusive: {exc}", None, question="none")
-    refused = (
+    refused = evidence.disagreement(both, where, metric, column) or (
         None
         if column
         else (
@@ -190,7 +197,6 @@ def _run_check(
         slice_by=name,
         bins=bins,
         min_n=min_n,
-        split=where,
         scores=_scores(run, reference, metric),
     )
 
@@ -206,19 +212,14 @@ def judge(
     slice_by: str | None = None,
     bins: int | None = None,
     min_n: int = 30,
-    split: str = "val",
     scores: str = "",
 ) -> Check:
     """The run question on samples already read: the overall test and each slice's, as one
     Holm family at level ``alpha`` (what :func:`check` answers, without a store)."""
-    family = _family(ref, mine, chosen, slice_by, bins, min_n, sign, split)
-    if family is None:
-        return Check(
-            INCONCLUSIVE,
-            f"inconclusive: too few samples with values to test ({scores})",
-            None,
-            question="none",
-        )
+    family = _family(ref, mine, chosen, slice_by, bins, min_n, sign)
+    if family is None or isinstance(family, str):
+        why = family or f"too few samples with values to test ({scores})"
+        return Check(INCONCLUSIVE, f"inconclusive: {why}", None, question="none")
     overall, slices, broken = family
     ps = [p_worse(overall, sign, margin), *(s.p_worse(margin) for s in slices)]
     adjusted = stats.holm(ps) if slices else ps
@@ -256,13 +257,14 @@ def _family(
     bins: int | None,
     min_n: int,
     sign: float,
-    split: str,
-) -> tuple[stats.Comparison, list[SliceCheck], list[Any]] | None:
-    """The overall comparison, each slice's, and the samples that got worse (paired)."""
-    key = (ref.run_id, mine.run_id, split, chosen.text)
+) -> tuple[stats.Comparison, list[SliceCheck], list[Any]] | str | None:
+    """The overall comparison, each slice's, and the samples that got worse (paired); None
+    for too few samples, or why no test fits."""
     joined = evidence.join(ref, mine)
-    if joined.n >= 2 and joined.n >= PAIRED_SHARE * min(ref.n, mine.n):
-        overall = chosen.paired(joined.a.values, joined.b.values, *key, clusters=joined.a.clusters)
+    overall = evidence.compare(joined, chosen)
+    if isinstance(overall, str):
+        return overall
+    if joined.paired:
         first = chosen.columns[0]
         drop = sign * (joined.b.values[first] - joined.a.values[first])
         order = np.argsort(drop, kind="stable")
@@ -274,12 +276,11 @@ def _family(
                 mask = np.flatnonzero(keys == value)
                 if mask.size < max(min_n, 1):
                     continue
-                a, b = joined.a.take(mask), joined.b.take(mask)
-                c = chosen.paired(a.values, b.values, *key, str(value), clusters=a.clusters)
+                part = evidence.Pair(joined.a.take(mask), joined.b.take(mask))
+                c = chosen.paired(part.a.values, part.b.values, clusters=part.clusters)
                 if c is not None and c.n >= max(min_n, 1):
                     slices.append(SliceCheck(name, value, c, sign))
     else:
-        overall = chosen.unpaired(ref.values, mine.values, ref.clusters, mine.clusters)
         broken = []
         slices = []
         if name is not None:
@@ -362,8 +363,8 @@ def slice_checks(
             f"run {mine.run_id} has no sample column {name!r} to slice by in split {where!r}"
         )
     chosen = evidence.choose((ref, mine), candidates)
-    family = _family(ref, mine, chosen, name, bins, min_n, sign, where)
-    return [] if family is None else family[1]
+    family = _family(ref, mine, chosen, name, bins, min_n, sign)
+    return family[1] if isinstance(family, tuple) else []
 
 
 def _labels(values: Sequence[Any], bins: int | None, extra: Sequence[Any] = ()) -> np.ndarray:
@@ -413,107 +414,9 @@ def selection_size(
     return max(1, sum(store.count_by(CountQuery("status", scope)).values()))
 
 
-def setup_of(run: dict[str, Any]) -> tuple[str, str, str | None] | None:
-    """A run's setup: experiment, config without seeds, and code (the commit, plus the
-    uncommitted diff's hash when the tree was dirty). None without a config hash, or for a
-    dirty tree whose diff was not kept: then the code is not known."""
-    config = run.get("config_hash_noseed")
-    git = run.get("git") or {}
-    if not config:
-        return None
-    code = git.get("commit")
-    if git.get("dirty"):
-        diff = next(
-            (a.get("sha256") for a in run.get("artifacts") or [] if a.get("kind") == "git"), None
-        )
-        if not diff:
-            return None
-        code = f"{code}+{diff[:12]}"
-    return str(run.get("experiment")), str(config), code
-
-
-def seed_scores(
-    store: Store, run: dict[str, Any], metric: Metric, seed_keys: Collection[str]
-) -> dict[str, float]:
-    """The scores of ``run``'s setup, one per distinct seed (the mean of that seed's runs)."""
-    from warehouse.filters.docpath import get_path
-    from warehouse.query.lookup import and_filters, finite, quote, runs
-    from warehouse.query.replicates import seed_value
-
-    setup = setup_of(run)
-    if setup is None:
-        score = evidence.score(run, metric)
-        return {} if score is None else {seed_value(run, seed_keys): score}
-    experiment, config, _ = setup
-    scope = and_filters(
-        f"experiment:{quote(experiment)}",
-        f"config_hash_noseed:{quote(config)}",
-        "_exists_:ended_at",
-    )
-    fields = (
-        "run_id",
-        "experiment",
-        "config",
-        "config_hash_noseed",
-        "git",
-        "artifacts",
-        metric.path,
-    )
-    by_seed: dict[str, list[float]] = {}
-    for doc in runs(store, scope, limit=None, fields=fields):
-        value = finite(get_path(doc, metric.path))
-        if value is None or setup_of(doc) != setup:
-            continue
-        by_seed.setdefault(seed_value(doc, seed_keys), []).append(value)
-    return {seed: float(np.mean(v)) for seed, v in by_seed.items()}
-
-
-def _setup_check(
-    store: Store,
-    run: dict[str, Any],
-    reference: dict[str, Any],
-    metric: Metric,
-    margin: float,
-    alpha: float,
-    seed_keys: Collection[str],
-) -> Check | None:
-    """The setup question, where seeds exist; None where they do not."""
-    mine, theirs = setup_of(run), setup_of(reference)
-    if mine is not None and mine == theirs and run["run_id"] != reference["run_id"]:
-        return Check(
-            0,
-            "not worse: the two runs are seeds of one setup (experiment "
-            f"{mine[0]}, config {mine[1][:8]}, commit {str(mine[2])[:8]}): their gap "
-            "is seed noise, and a setup is not worse than itself",
-            None,
-            question="setup",
-        )
-    ref_scores = list(seed_scores(store, reference, metric, seed_keys).values())
-    if len(ref_scores) < 2:
-        return None
-    run_scores = list(seed_scores(store, run, metric, seed_keys).values())
-    if not run_scores:
-        return None
-    sign = 1.0 if metric.direction == "max" else -1.0
-    if len(run_scores) >= 2:
-        c = stats.welch(np.asarray(ref_scores), np.asarray(run_scores))
-    else:
-        c = stats.prediction(np.asarray(ref_scores), run_scores[0])
-    if c is None:
-        return None
-    low, high = sorted(sign * x for x in c.bounds(1 - alpha))
-    detail = (
-        f"setup {metric.label} {sign * c.diff:+.4g} [{low:+.4g}, {high:+.4g}], "
-        f"p = {c.p:.3g} ({c.test} over {len(run_scores)} against {len(ref_scores)} "
-        "seeds: is the setup worse?)"
-    )
-    if p_worse(c, sign, margin) < alpha:
-        return Check(WORSE, f"worse: {detail}", c, question="setup")
-    return Check(0, f"not significantly worse: {detail}", c, question="setup")
-
-
 __all__ = [
     "INCONCLUSIVE",
+    "PAIRED_SHARE",
     "WORSE",
     "Check",
     "SliceCheck",
@@ -521,8 +424,6 @@ __all__ = [
     "judge",
     "p_worse",
     "parse_by",
-    "seed_scores",
     "selection_size",
-    "setup_of",
     "slice_checks",
 ]

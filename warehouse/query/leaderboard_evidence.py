@@ -14,7 +14,11 @@ Which questions these answer, and what they assume:
   (paired; unpaired when they share less than half): ``vs_next_diff`` is the **next row's
   score minus this row's**, so it is <= 0 for a higher-is-better metric when this row leads.
   ``vs_next_p`` tests the two *runs* (artifacts), not the experiments: compare setups across
-  seeds with ``--by-group``, or re-evaluate both runs on new samples.
+  seeds with ``--by-group``, or re-evaluate both runs on new samples. This row's run was
+  picked as the best of ``run_count`` on these samples, so its lead is tested as such a pick
+  (Bonferroni: ``vs_next_p`` is ``run_count`` times the plain p-value, the interval and
+  ``vs_next_mde`` at level ``0.05/run_count``); tested as if chosen in advance, the best of
+  20 equal runs led one equal run "significantly" 17 % of the time.
 - ``vs_next_mde``: the smallest true gap this comparison detects with 80 % power; a lead
   below it marked ``≈`` means "too few samples to tell", not "equal".
 - ``no_evidence``: why a row has none (no samples, or samples that do not reproduce its
@@ -94,6 +98,10 @@ def with_evidence(
             compared = _compare(store, run, runs[i + 1], metric, cache)
             cache.pop(str(run["run_id"]), None)  # done with: at most two runs held
             if compared is not None:
+                # this row leads, and its run is its experiment's best of run_count on these
+                # samples: its lead is tested as such a pick (the next row's pick only
+                # shrinks the lead)
+                compared = stats.selected(compared, max(1, int(row.get("run_count") or 1)))
                 extra.update(
                     vs_next_diff=compared.diff,
                     vs_next_ci_low=compared.low,
@@ -148,14 +156,8 @@ def _compare(
         return None
     if this.aggregate is None or this.aggregate != that.aggregate:
         return None  # two runs whose scores are computed differently: no common test
-    chosen = this.aggregate
-    joined = evidence.join(this.samples, that.samples)
-    if joined.n >= 2 and joined.n >= 0.5 * min(this.samples.n, that.samples.n):
-        key = (this.samples.run_id, that.samples.run_id, metric.split, chosen.text)
-        return chosen.paired(joined.a.values, joined.b.values, *key, clusters=joined.a.clusters)
-    return chosen.unpaired(
-        this.samples.values, that.samples.values, this.samples.clusters, that.samples.clusters
-    )
+    found = evidence.compare(evidence.join(this.samples, that.samples), this.aggregate)
+    return None if isinstance(found, str) else found
 
 
 def mark(row: dict[str, Any]) -> str:
@@ -175,8 +177,9 @@ def marked(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]
     if any(int(r.get("run_count") or 1) > 1 and r.get("best_of_low") is not None for r in rows):
         notes.append(
             "each row is its experiment's best of run_count runs, picked on these samples: "
-            "its score is optimistic (best_of_low/high widen its interval for the pick); "
-            "compare setups across seeds with --by-group, or evaluate the runs on new samples"
+            "its score is optimistic (best_of_low/high widen its interval for the pick, and "
+            "vs_next tests its lead as that pick); compare setups across seeds with "
+            "--by-group, or evaluate the runs on new samples"
         )
     if not any(mark(r) for r in rows):
         return rows, notes

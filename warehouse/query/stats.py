@@ -7,15 +7,24 @@ cluster column (samples sharing a passage, a conversation, a prompt), a unit is 
 and its ``num``/``den`` are the cluster's sums. One rule then gives every interval and test
 (the linearization, or delta method, of Miller 2024, "Adding Error Bars to Evals"):
 
-- **Interval of a score** (:func:`ratio_interval`): ``R ± t(G-1) * se`` with
-  ``se^2 = G/(G-1) * sum((num - R*den)^2) / sum(den)^2`` over the ``G`` units. With
-  ``den = 1`` this is exactly Student's t interval of the mean; with clusters it is the
-  cluster-robust one. A 0/1 column without clusters gets the exact Clopper-Pearson
+- **Interval of a score** (:func:`ratio_interval`): ``R ± t(df) * se`` with the
+  bias-reduced (CR2) variance ``se^2 = sum((num - R*den)^2 / (1 - h)) / sum(den)^2``, where
+  ``h = den / sum(den)`` is each unit's share (its leverage), and Bell and McCaffrey's
+  degrees of freedom (:func:`bell_mccaffrey_df`). With ``den = 1`` this is exactly Student's
+  t interval of the mean (``h = 1/n``, ``df = n - 1``), and with equal clusters the usual
+  cluster-robust one (``G/(G-1)``, ``G - 1``). Where a few units carry most of the weight
+  (one passage with half the questions, a few very long documents) it widens the interval
+  and lowers the degrees of freedom, as it must: the plain cluster-robust form rejected 28 %
+  of equal runs with one dominant passage among 30 (Imbens and Kolesar 2016 recommend this
+  correction, with degrees of freedom under a random-effects working model:
+  :func:`working_variances`). A 0/1 column without clusters gets the exact Clopper-Pearson
   interval instead (:func:`interval`).
 - **Paired comparison** of two runs on the same units (:func:`paired`): the difference of
-  the two ratios, linearized unit by unit, with a t test on ``G - 1`` degrees of freedom;
-  for two 0/1 columns without clusters the exact McNemar test, conditional on the
-  discordant pairs, and the interval that inverts it (:class:`McNemarEngine`).
+  the two ratios, linearized unit by unit, with the same t (a corpus metric too: the
+  percentile bootstrap it replaced rejected 10 % of equal systems on ten sentences); for two
+  0/1 columns without clusters the exact McNemar test, conditional on the discordant pairs,
+  joined with Tango's unconditional score test so that its interval can reach beyond the
+  discordance the samples happened to show (:class:`McNemarEngine`).
 - **Unpaired comparison** (:func:`unpaired`): Welch's t on the two linearized variances
   (two proportions: the Agresti-Caffo interval and its z test).
 - **Seeds** (:func:`welch`, :func:`prediction`): the same on one score per seed.
@@ -23,12 +32,12 @@ and its ``num``/``den`` are the cluster's sums. One rule then gives every interv
 Every comparison's p-value comes from the same engine as its interval, so "significant" and
 "the interval excludes 0" never disagree, at any level (:meth:`Comparison.p_at`,
 :meth:`Comparison.bounds`); :meth:`Comparison.mde` is the smallest true difference the
-comparison detects with 80 % power.
+comparison detects with 80 % power; :func:`selected` corrects a comparison of a run picked as
+the best of K (Bonferroni) and keeps that agreement.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,11 +47,11 @@ import numpy as np
 from warehouse.query.distributions import clopper_pearson, t_quantile
 from warehouse.query.engines import POWER as POWER
 from warehouse.query.engines import SIGNIFICANT as SIGNIFICANT
-from warehouse.query.engines import BootstrapEngine as BootstrapEngine
 from warehouse.query.engines import Comparison as Comparison
 from warehouse.query.engines import Engine as Engine
 from warehouse.query.engines import McNemarEngine as McNemarEngine
 from warehouse.query.engines import TEngine as TEngine
+from warehouse.query.engines import selected as selected
 
 
 @dataclass(frozen=True)
@@ -78,11 +87,6 @@ def is_binary(values: np.ndarray) -> bool:
     return bool(values.size) and bool(np.all((values == 0) | (values == 1)))
 
 
-def seed_of(*key: str) -> int:
-    """A stable 64-bit seed from a key (the same on every machine and Python)."""
-    return int.from_bytes(hashlib.sha256(":".join(key).encode()).digest()[:8], "big")
-
-
 def finite(values: np.ndarray) -> np.ndarray:
     """The finite values as float64 (NaN, None and ±inf are not samples)."""
     data = np.asarray(values, dtype=np.float64)
@@ -93,11 +97,10 @@ def finite(values: np.ndarray) -> np.ndarray:
 
 
 def interval(
-    values: np.ndarray, *key: str, level: float = 0.95, clusters: np.ndarray | None = None
+    values: np.ndarray, level: float = 0.95, clusters: np.ndarray | None = None
 ) -> Interval | None:
     """The interval of the mean of ``values`` (finite ones; ``clusters``: each value's
-    cluster, same length); None without any. ``key`` is kept for callers that name the
-    score; the interval itself involves no randomness."""
+    cluster, same length); None without any."""
     data = np.asarray(values, dtype=np.float64)
     keep = np.isfinite(data)
     if clusters is None:
@@ -127,16 +130,18 @@ def ratio_interval(
     samples: int | None = None,
     clustered: bool = False,
 ) -> Interval | None:
-    """The linearized t interval of ``sum(num) / sum(den)`` over its units (one per row)."""
+    """The linearized t interval of ``sum(num) / sum(den)`` over its units (one per row):
+    the CR2 standard error with Bell-McCaffrey's degrees of freedom (see the module)."""
     units = int(num.size)
     total = float(den.sum())
-    if units == 0 or total == 0.0:
+    if units < 2 or total == 0.0:
         return None
     ratio = float(num.sum()) / total
-    if units < 2:
+    found = linearized(num - ratio * den, den / total, total)
+    if found is None:
         return None
-    se = linearized_se(num, den, ratio, total)
-    half = t_quantile(1 - (1 - level) / 2, units - 1) * se
+    se, df = found
+    half = t_quantile(1 - (1 - level) / 2, df) * se
     method = "clustered-t" if clustered else ("student-t" if np.all(den == 1) else "linearized-t")
     return Interval(
         ratio - half,
@@ -148,12 +153,73 @@ def ratio_interval(
     )
 
 
-def linearized_se(num: np.ndarray, den: np.ndarray, ratio: float, total: float) -> float:
-    """The standard error of ``sum(num)/sum(den)``: the residuals ``num - R*den`` (centred,
-    so large offsets cancel exactly) summed in squares, scaled by ``G/(G-1)``."""
-    units = num.size
-    residual = (num - ratio * den) / total
-    return math.sqrt(units / (units - 1) * float(np.dot(residual, residual)))
+def linearized(
+    residual: np.ndarray, share: np.ndarray, total: float = 1.0
+) -> tuple[float, float] | None:
+    """The CR2 standard error and Bell-McCaffrey degrees of freedom of a linearized sum:
+    ``residual`` is each unit's ``num - R*den`` (centred, so large offsets cancel exactly),
+    ``share`` its leverage ``den / sum(den)``, ``total`` the divisor ``sum(den)``. None when
+    one unit holds all the weight: nothing is left to say how far the score may move."""
+    if residual.size < 2 or float(share.max()) >= 1.0:
+        return None
+    scaled = residual / total
+    se = math.sqrt(float(np.sum(scaled * scaled / (1.0 - share))))
+    return se, bell_mccaffrey_df(share, working_variances(residual, share))
+
+
+def working_variances(residual: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """Each unit's variance in the working model of the degrees of freedom: ``a*h + b*h^2``
+    for the unit's share ``h``, fitted to the squared residuals with ``a, b >= 0`` (Imbens
+    and Kolesar 2016: a random-effects working model). ``a`` alone is samples that are
+    independent within a unit, ``b`` alone units whose means vary alike whatever their size;
+    assuming the first where the second holds overstated the degrees of freedom (6.1 % false
+    positives with 30 passages of uneven sizes)."""
+    target = residual * residual / (1.0 - share)
+    basis = np.column_stack([share, share * share])
+    best: tuple[float, np.ndarray] | None = None
+    for columns in ((0, 1), (0,), (1,)):
+        coef = np.linalg.lstsq(basis[:, columns], target, rcond=None)[0]
+        if np.all(coef >= 0):
+            full = np.zeros(2)
+            full[list(columns)] = coef
+            misfit = float(np.sum((target - basis @ full) ** 2))
+            if best is None or misfit < best[0]:
+                best = (misfit, full)
+    if best is None or not np.any(best[1] > 0):
+        return share
+    fitted: np.ndarray = basis @ best[1]
+    return fitted
+
+
+def bell_mccaffrey_df(weights: np.ndarray, variances: np.ndarray | None = None) -> float:
+    """Bell and McCaffrey's (2002) degrees of freedom of the CR2 variance of a weighted mean
+    (a ratio of sums) whose units have these weights, when unit ``g``'s linearized residual
+    has variance ``variances[g]`` (default: proportional to its weight, as independent
+    samples give): Satterthwaite's ``(tr AW)^2 / tr((AW)^2)`` for the quadratic form ``A``
+    of the CR2 estimator and ``W = diag(variances)``, in O(G) (see the tests for the
+    matrices). ``G - 1`` for ``G`` equal weights, whatever the variances; fewer where a few
+    units carry most of the weight."""
+    share = np.asarray(weights, dtype=np.float64)
+    share = share / float(share.sum())
+    if np.all(share == share[0]):
+        return float(share.size - 1)
+    omega = share if variances is None else np.asarray(variances, dtype=np.float64)
+    # A = D - 1u' - u1' + c11' with D = diag(1/(1-h)), u = Dh, c = h'Dh
+    d = 1.0 / (1.0 - share)
+    u = share * d
+    c = float(np.dot(share, u))
+    lam = d * omega
+    q = c * omega - u * omega
+    first = float(np.dot(omega, d - 2.0 * u + c))
+    second = (
+        float(np.dot(lam, lam))
+        + 2.0 * float(np.dot(lam, q))
+        - 2.0 * float(np.dot(lam, u * omega))
+        + float(q.sum()) ** 2
+        - 2.0 * float(np.dot(q, u)) * float(omega.sum())
+        + float(np.dot(omega, u)) ** 2
+    )
+    return first * first / second if second > 0 else float(share.size - 1)
 
 
 def cluster_sums(clusters: np.ndarray, *columns: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -210,60 +276,25 @@ def paired_ratio(
     samples: int | None = None,
     clustered: bool = False,
 ) -> Comparison | None:
-    """B's ``sum(num)/sum(den)`` minus A's, on the same units: the linearized paired t."""
+    """B's ``sum(num)/sum(den)`` minus A's, on the same units: the linearized paired t (CR2
+    and Bell-McCaffrey; a unit's leverage is its mean share of the two runs' weights, which
+    is exactly its share when both runs weigh the units alike, as a mean or a shared
+    reference length does)."""
     units = int(num_a.size)
     total_a, total_b = float(den_a.sum()), float(den_b.sum())
     if units < 2 or total_a == 0.0 or total_b == 0.0:
         return None
     ra, rb = float(num_a.sum()) / total_a, float(num_b.sum()) / total_b
     residual = (num_b - rb * den_b) / total_b - (num_a - ra * den_a) / total_a
-    se = math.sqrt(units / (units - 1) * float(np.dot(residual, residual)))
-    engine = TEngine(rb - ra, se, units - 1)
+    found = linearized(residual, (den_a / total_a + den_b / total_b) / 2)
+    if found is None:
+        return None
+    plain = bool(np.all(den_a == 1) and np.all(den_b == 1))
     return Comparison(
         rb - ra,
         units if samples is None else samples,
-        "clustered-t" if clustered else "paired-t",
-        engine,
-        clusters=units if clustered else None,
-        level=level,
-    )
-
-
-def paired_bootstrap(
-    num_a: np.ndarray,
-    den_a: np.ndarray,
-    num_b: np.ndarray,
-    den_b: np.ndarray,
-    *key: str,
-    resamples: int = 2_000,
-    level: float = 0.95,
-    samples: int | None = None,
-    clustered: bool = False,
-) -> Comparison | None:
-    """The paired bootstrap of B's ratio minus A's: units drawn with replacement, the same
-    draw for both runs; seeded from ``key`` so it never changes when recomputed."""
-    units = int(num_a.size)
-    if units < 2 or float(den_a.sum()) == 0.0 or float(den_b.sum()) == 0.0:
-        return None
-    rng = np.random.default_rng(seed_of(*key))
-    draws = np.empty(resamples)
-    chunk = max(1, min(resamples, 2_000_000 // units))  # bounded memory: chunk x units
-    for start in range(0, resamples, chunk):
-        size = min(chunk, resamples - start)
-        picks = rng.integers(0, units, size=(size, units))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ra = num_a[picks].sum(axis=1) / den_a[picks].sum(axis=1)
-            rb = num_b[picks].sum(axis=1) / den_b[picks].sum(axis=1)
-        draws[start : start + size] = rb - ra
-    draws = np.sort(draws[np.isfinite(draws)])
-    if draws.size < resamples // 2:
-        return None
-    diff = float(num_b.sum() / den_b.sum() - num_a.sum() / den_a.sum())
-    return Comparison(
-        diff,
-        units if samples is None else samples,
-        "bootstrap",
-        BootstrapEngine(draws),
+        "clustered-t" if clustered else ("paired-t" if plain else "linearized-t"),
+        TEngine(rb - ra, *found),
         clusters=units if clustered else None,
         level=level,
     )
@@ -330,21 +361,23 @@ def unpaired_ratio(
     samples: tuple[int, int] | None = None,
     clustered: bool = False,
 ) -> Comparison | None:
-    """B's ratio minus A's on independent units: Welch's t on the linearized variances,
-    with Welch-Satterthwaite degrees of freedom."""
+    """B's ratio minus A's on independent units: Welch's t on the linearized (CR2)
+    variances, with Welch-Satterthwaite degrees of freedom over each side's own."""
     ga, gb = int(num_a.size), int(num_b.size)
     total_a, total_b = float(den_a.sum()), float(den_b.sum())
     if ga < 2 or gb < 2 or total_a == 0.0 or total_b == 0.0:
         return None
     ra, rb = float(num_a.sum()) / total_a, float(num_b.sum()) / total_b
-    va = linearized_se(num_a, den_a, ra, total_a) ** 2
-    vb = linearized_se(num_b, den_b, rb, total_b) ** 2
+    found_a = linearized(num_a - ra * den_a, den_a / total_a, total_a)
+    found_b = linearized(num_b - rb * den_b, den_b / total_b, total_b)
+    if found_a is None or found_b is None:
+        return None
     return _welch(
         rb - ra,
-        va,
-        ga - 1,
-        vb,
-        gb - 1,
+        found_a[0] ** 2,
+        found_a[1],
+        found_b[0] ** 2,
+        found_b[1],
         level,
         samples or (ga, gb),
         "welch",
@@ -396,9 +429,9 @@ def prediction(scores: np.ndarray, value: float, level: float = 0.95) -> Compari
 def _welch(
     diff: float,
     va: float,
-    dfa: int,
+    dfa: float,
     vb: float,
-    dfb: int,
+    dfb: float,
     level: float,
     sizes: tuple[int, int],
     test: str,
@@ -438,26 +471,27 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 __all__ = [
     "POWER",
     "SIGNIFICANT",
-    "BootstrapEngine",
     "Comparison",
     "Interval",
     "McNemarEngine",
     "TEngine",
+    "bell_mccaffrey_df",
     "binomial_interval",
     "cluster_sums",
     "finite",
     "holm",
     "interval",
     "is_binary",
+    "linearized",
     "mean_interval",
     "paired",
-    "paired_bootstrap",
     "paired_ratio",
     "prediction",
     "ratio_interval",
-    "seed_of",
+    "selected",
     "two_proportions",
     "unpaired",
     "unpaired_ratio",
     "welch",
+    "working_variances",
 ]

@@ -1,20 +1,21 @@
 """What a run keeps of its samples while they stream to the store: enough for each metric's
-interval (``metrics_ci``), in constant memory per column, and the rule that decides whether
-an interval describes the score that was logged.
+interval (``metrics_ci``), and the rule that decides whether an interval describes the score
+that was logged.
 
-Per numeric column, :class:`Moments` holds the count, the mean and the centred sum of squares,
-merged batch by batch (Chan et al.'s parallel form of Welford's update: no ``sum(x^2) -
-n*mean^2``, which cancels to nothing for values like ``1e8 ± 1``). A declared corpus metric
-(``sum(a)/sum(b)``) also keeps the two columns' co-moment. With a cluster column, each
-cluster's sums are kept instead (one row per cluster), since clustered intervals are built
-on them.
+Per numeric column, :class:`Moments` holds the count, the mean and the centred sum of squares
+in constant memory, merged batch by batch (Chan et al.'s parallel form of Welford's update: no
+``sum(x^2) - n*mean^2``, which cancels to nothing for values like ``1e8 ± 1``). A declared
+corpus metric (``sum(a)/sum(b)``) keeps its two columns row by row (:class:`Rows`, 16 bytes a
+sample), since its interval weighs each row by its share of the denominator. With a cluster
+column, each cluster's sums are kept instead (one row per cluster), since clustered intervals
+are built on them.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,35 +30,25 @@ if TYPE_CHECKING:
 
 @dataclass
 class Moments:
-    """Count, means and centred (co-)moments of one column, or of a pair ``x``/``y``."""
+    """Count, mean and centred sum of squares of one column, and whether it is 0/1."""
 
     n: int = 0
-    mean_x: float = 0.0
-    mean_y: float = 0.0
-    m2x: float = 0.0
-    m2y: float = 0.0
-    cxy: float = 0.0
+    mean: float = 0.0
+    m2: float = 0.0
     nonzero: int = 0
     binary: bool = True
 
-    def add(self, x: np.ndarray, y: np.ndarray | None = None) -> None:
-        """Fold in one batch (rows with a value in every column given)."""
+    def add(self, x: np.ndarray) -> None:
+        """Fold in one batch (its finite values)."""
         n_b = int(x.size)
         if n_b == 0:
             return
-        mx = float(x.mean())
-        dx = x - mx
-        my = float(y.mean()) if y is not None else 0.0
-        dy = y - my if y is not None else None
+        mean_b = float(x.mean())
+        dx = x - mean_b
         total = self.n + n_b
-        delta_x, delta_y = mx - self.mean_x, my - self.mean_y
-        weight = self.n * n_b / total
-        self.m2x += float(np.dot(dx, dx)) + delta_x * delta_x * weight
-        if dy is not None:
-            self.m2y += float(np.dot(dy, dy)) + delta_y * delta_y * weight
-            self.cxy += float(np.dot(dx, dy)) + delta_x * delta_y * weight
-        self.mean_x += delta_x * n_b / total
-        self.mean_y += delta_y * n_b / total
+        delta = mean_b - self.mean
+        self.m2 += float(np.dot(dx, dx)) + delta * delta * self.n * n_b / total
+        self.mean += delta * n_b / total
         self.n = total
         self.nonzero += int(np.count_nonzero(x))
         self.binary = self.binary and stats.is_binary(x)
@@ -71,22 +62,40 @@ class Moments:
         if self.n < 2:
             return None
         half = t_quantile(1 - (1 - level) / 2, self.n - 1) * math.sqrt(
-            self.m2x / (self.n - 1) / self.n
+            self.m2 / (self.n - 1) / self.n
         )
-        return stats.Interval(
-            self.mean_x - half, self.mean_x + half, self.n, "student-t", self.mean_x
+        return stats.Interval(self.mean - half, self.mean + half, self.n, "student-t", self.mean)
+
+
+@dataclass
+class Rows:
+    """A corpus metric's two columns, row by row (rows with both values): its interval
+    weighs each row by its share of the denominator, which no running moment can give."""
+
+    parts: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return sum(int(x.size) for x, _ in self.parts)
+
+    def add(self, x: np.ndarray, y: np.ndarray) -> None:
+        if x.size:
+            self.parts.append((x, y))
+        if len(self.parts) > 64:  # few large arrays, not one per batch
+            self.parts = [self.columns()]
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self.parts:
+            return np.empty(0), np.empty(0)
+        return np.concatenate([x for x, _ in self.parts]), np.concatenate(
+            [y for _, y in self.parts]
         )
 
     def ratio_interval(self, level: float = 0.95) -> stats.Interval | None:
-        """``sum(x)/sum(y)``'s linearized t interval (the same as
-        :func:`warehouse.query.stats.ratio_interval` over the rows)."""
-        if self.n < 2 or self.mean_y == 0.0:
-            return None
-        ratio = self.mean_x / self.mean_y
-        squares = max(0.0, self.m2x - 2 * ratio * self.cxy + ratio * ratio * self.m2y)
-        se = math.sqrt(self.n / (self.n - 1) * squares) / (self.n * abs(self.mean_y))
-        half = t_quantile(1 - (1 - level) / 2, self.n - 1) * se
-        return stats.Interval(ratio - half, ratio + half, self.n, "linearized-t", ratio)
+        """``sum(x)/sum(y)``'s linearized t interval
+        (:func:`warehouse.query.stats.ratio_interval` over the rows)."""
+        x, y = self.columns()
+        return stats.ratio_interval(x, y, level)
 
 
 class SplitSummary:
@@ -100,7 +109,7 @@ class SplitSummary:
         self.declared = {k: aggregates.of(v) for k, v in self.metric_columns.items()}
         self.cluster = cluster
         self.columns: dict[str, Moments] = {}
-        self.pairs: dict[tuple[str, ...], Moments] = {}
+        self.pairs: dict[tuple[str, ...], Rows] = {}
         self._cluster_parts: list[pa.Table] = []
         self._cluster_sums: pa.Table | None = None
 
@@ -121,7 +130,7 @@ class SplitSummary:
             if agg.kind == "ratio" and all(c in values for c in agg.columns):
                 x, y = values[agg.columns[0]], values[agg.columns[1]]
                 keep = np.isfinite(x) & np.isfinite(y)
-                self.pairs.setdefault(agg.columns, Moments()).add(x[keep], y[keep])
+                self.pairs.setdefault(agg.columns, Rows()).add(x[keep], y[keep])
         if self.cluster is not None:
             self._add_clusters(batch, values)
 
