@@ -77,6 +77,11 @@ REWRITTEN = {
 }
 """Commands run in another form in the tests (regex → (replacement, why))."""
 
+RUN_WITH_GIVEN = "from warehouse.integrations."
+"""A framework adapter's Python block takes a model and its data as given (a newcomer has
+them): it runs in ``tests/integrations/`` (``run_readme_block``, with a real model and data of
+that framework) instead of here; a test below holds each such block to that."""
+
 BLOCK_TIMEOUT_S = 1800  # a safety net against a hang, not a measurement: the demo is in it
 
 
@@ -313,7 +318,12 @@ def test_the_first_screen_makes_the_demo_world(world: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(BLOCK_TIMEOUT_S + 300)
 @pytest.mark.parametrize(
-    "block", [pytest.param(b, id=b.id) for b in BLOCKS if b.language in RUN and b != WORLD]
+    "block",
+    [
+        pytest.param(b, id=b.id)
+        for b in BLOCKS
+        if b.language in RUN and b != WORLD and RUN_WITH_GIVEN not in b.text
+    ],
 )
 def test_every_readme_block_runs(
     block: Block, place: Place, request: pytest.FixtureRequest
@@ -411,3 +421,82 @@ def test_the_contents_link_every_section_in_order() -> None:
         "the **Contents:** line under the first screen links every '## ' section in order; "
         f"sections: {sections}"
     )
+
+
+# --- the README's figures (issue 32, item 2): each checked against what it describes ----------
+
+
+def _shown_leaderboard(text: str = README) -> list[tuple[str, float]]:
+    """The first screen's leaderboard as the README prints it: (experiment, best_score)."""
+    block = next(b for b in blocks(text) if b.language == "console" and "leaderboard" in b.text)
+    rows = re.findall(r"^\s+\d+\s+(\S+)\s+(\d\.\d{4})\s", block.text, re.M)
+    assert rows, f"{block.name}: no leaderboard rows found"
+    return [(experiment, float(score)) for experiment, score in rows]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BLOCK_TIMEOUT_S + 300)
+def test_the_first_screens_leaderboard_is_what_the_demo_gives(world: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "warehouse", "query", "leaderboard", "--format", "json"],
+        env=base_env(world),
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT_S,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    given = [(r["experiment"], round(r["best_score"], 4)) for r in json.loads(proc.stdout)]
+    assert _shown_leaderboard() == given, (
+        "README's first leaderboard differs from what 'warehouse demo' records; paste "
+        f"'warehouse query leaderboard' again: {given}"
+    )
+
+
+def _collected(*args: str) -> int:
+    """How many tests ``pytest --collect-only`` selects with ``args``."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT_S,
+        check=False,
+    )
+    found = re.search(r"(\d+)(?:/\d+)? tests? collected", proc.stdout)
+    assert found, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return int(found[1])
+
+
+@pytest.mark.slow
+def test_the_quick_subset_leaves_out_as_many_tests_as_the_readme_says() -> None:
+    stated = re.search(r'`-m "not slow"` leaves out the ([\d,]+) tests marked', README)
+    assert stated, "the Tests section states how many tests -m 'not slow' leaves out"
+    slow = _collected("-m", "slow", "tests")
+    assert int(stated[1].replace(",", "")) == slow, (
+        f"the README says {stated[1]} slow tests; pytest selects {slow} with -m slow"
+    )
+
+
+def test_the_leaderboard_reader_finds_every_row() -> None:
+    text = (
+        "# T\n\n```console\n$ warehouse query leaderboard\nrank  experiment  best_score\n"
+        "   1   a-svm    0.9861   abc\n   2   b          0.5000   def\n```\n"
+    )
+    assert _shown_leaderboard(text) == [("a-svm", 0.9861), ("b", 0.5)]
+
+
+def _given_block(title: str) -> str:
+    """The block ``tests/integrations`` runs for ``title`` (``run_readme_block``'s rule)."""
+    start = README.index(f"**{title}**")
+    return README[start:].split("```python", 1)[1].split("```", 1)[0].lstrip("\n")
+
+
+def test_every_framework_block_runs_in_the_integration_tests() -> None:
+    calls = "".join(p.read_text() for p in (REPO / "tests" / "integrations").glob("test_*.py"))
+    titles = re.findall(r'run_readme_block\(\s*"([^"]+)"', calls)
+    ran = {_given_block(title) for title in titles}
+    given = [b for b in BLOCKS if b.language == "python" and RUN_WITH_GIVEN in b.text]
+    assert given, "the README shows the framework adapters"
+    missing = [b.name for b in given if b.text not in ran]
+    assert not missing, f"no test in tests/integrations runs these blocks: {missing}"
