@@ -26,17 +26,19 @@ def run_stream(
     filter: str | None, *, sort: Sequence[str] = (), limit: int | None, store: Store
 ) -> tuple[int, Iterator[dict[str, Any]]] | None:
     """``runs`` as whole documents read a chunk at a time, in flat memory, where the store
-    can (the local store's ``run_documents``): how many, and the documents with their status
+    can (:class:`~warehouse.stores.base.StreamsRuns`): how many, and the documents with their status
     as shown; None where it cannot (ask :func:`runs`)."""
-    read = getattr(store, "run_documents", None)
-    if read is None:
+    from warehouse.stores.base import streams_runs
+
+    streaming = streams_runs(store)
+    if streaming is None:
         return None
     from datetime import UTC, datetime
 
     from warehouse.query.status import with_shown_status
 
     now = datetime.now(UTC)
-    total, docs = read(_run_query(filter, sort, limit))
+    total, docs = streaming.run_documents(_run_query(filter, sort, limit))
     return total, (with_shown_status([doc], now)[0] for doc in docs)
 
 
@@ -48,11 +50,13 @@ def run_csv(
     first: Sequence[str],
     store: Store,
 ) -> CsvRows | None:
-    """``runs`` as CSV rows read from a store's columns a chunk at a time (the local store's
-    ``csv_rows``; ``first``: the leading columns, the metrics after them); None where the
-    store cannot (ask :func:`runs`)."""
-    export = getattr(store, "csv_rows", None)
-    if export is None:
+    """``runs`` as CSV rows read from a store's columns a chunk at a time, where the store
+    can (:class:`~warehouse.stores.base.StreamsRuns`; ``first``: the leading columns, the
+    metrics after them); None where it cannot (ask :func:`runs`)."""
+    from warehouse.stores.base import streams_runs
+
+    streaming = streams_runs(store)
+    if streaming is None:
         return None
     from datetime import UTC, datetime
 
@@ -61,7 +65,7 @@ def run_csv(
 
     now = datetime.now(UTC)
     seen = (*first, "metrics", "primary_metric", *STATUS_FIELDS)  # as runs() reads them
-    plan: CsvRows | None = export(
+    plan: CsvRows | None = streaming.csv_rows(
         _run_query(filter, sort, limit), first, lambda doc: shown_status(project(doc, seen), now)
     )
     return plan

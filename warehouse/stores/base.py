@@ -15,15 +15,17 @@ strings, exactly as typed into Kibana's search bar.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, cast
 
 from warehouse.errors import QuerySyntaxError
 from warehouse.filters import lucene
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from warehouse.stores.local_export import CsvRows
 
 Direction = Literal["max", "min"]
 Order = Literal["asc", "desc"]
@@ -336,3 +338,30 @@ class Store(Protocol):
     def __enter__(self) -> Self: ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+
+class StreamsRuns(Protocol):
+    """What a store that can stream whole runs in flat memory adds to :class:`Store` (the
+    local store, from its catalog's columns). Optional: a view asks :func:`streams_runs`
+    and otherwise pages :meth:`Store.search_runs`."""
+
+    def run_documents(self, query: RunQuery) -> tuple[int, Iterator[dict[str, Any]]]:
+        """How many runs ``query`` asks for, and their whole documents a chunk at a time."""
+        ...
+
+    def csv_rows(
+        self,
+        query: RunQuery,
+        first: Sequence[str],
+        shown_status: Callable[[dict[str, Any]], Any],
+    ) -> CsvRows | None:
+        """``query``'s runs as CSV rows read from columns (``first``: the leading columns;
+        ``shown_status`` the status as shown); None: page :meth:`Store.search_runs`."""
+        ...
+
+
+def streams_runs(store: Store) -> StreamsRuns | None:
+    """``store`` as a :class:`StreamsRuns` where it has those methods, else None (checked on
+    the object each time: a capability is never cached per class)."""
+    has = all(callable(getattr(store, name, None)) for name in ("run_documents", "csv_rows"))
+    return cast("StreamsRuns", store) if has else None
