@@ -360,13 +360,20 @@ def test_the_heat_map_legend_runs_from_its_worst_cell_to_its_best(
     page = report_text(tmp_path)
     chart = page.split('data-view="slices_heatmap">', 1)[1].split("</section>", 1)[0]
 
-    def texts(role: str) -> list[float]:
-        group = re.search(rf'<g class="mark-text role-{role}[^"]*"[^>]*>(.*?)</g>', chart, re.S)
-        assert group, role
-        return [float(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", group.group(1))]
+    def numbers(role: str) -> list[list[float]]:
+        """The texts of each ``role`` text group whose texts are all numbers (a caption such
+        as '2 of 2 experiments shown' is a text mark too)."""
+        found = []
+        for group in re.findall(
+            rf'<g class="mark-text role-{role}[^"]*"[^>]*>(.*?)</g>', chart, re.S
+        ):
+            texts = re.findall(r"<text[^>]*>([^<]*)</text>", group)
+            if texts and all(re.fullmatch(r"-?\d+(\.\d+)?", t.strip()) for t in texts):
+                found.append([float(t) for t in texts])
+        return found
 
-    cells = texts("mark layer_1_marks")  # each cell's mean, as written on it
-    legend = texts("legend-label")
+    [cells] = numbers("mark")  # each cell's mean, as written on it
+    [legend] = numbers("legend-label")
     assert len(cells) == 4
     assert min(legend) <= min(cells)  # the worst cell's colour has a label at or below it
     assert max(legend) >= max(cells)

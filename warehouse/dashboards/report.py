@@ -15,7 +15,7 @@ import html
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -174,13 +174,22 @@ def _label_colour_ends(spec: dict[str, Any], low: float, high: float) -> None:
     ticks = [k * step for k in range(math.ceil(bottom / step), math.floor(top / step) + 1)]
     inner = [round(t, 4) for t in ticks if t - bottom > step / 2 and top - t > step / 2]
     values = [bottom, *inner, top]
-    for layer in spec.get("layer", [spec]):
+    for layer in _views_of(spec):
         colour = layer.get("encoding", {}).get("color")
         if isinstance(colour, dict) and colour.get("type") == "quantitative":
             colour.setdefault("scale", {})["domain"] = (
                 [bottom, top] if span else [bottom - 0.01, top]
             )
             colour["legend"] = {**colour.get("legend", {}), "values": values, "format": ".2f"}
+
+
+def _views_of(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """``spec`` and every view nested in it (layers, concatenations), depth first."""
+    yield spec
+    for key in ("layer", "concat", "hconcat", "vconcat"):
+        for child in spec.get(key, []):
+            if isinstance(child, dict):
+                yield from _views_of(child)
 
 
 def render_html(data: Overview, title: str, generated_at: datetime | None = None) -> str:
