@@ -9,6 +9,8 @@ load hits both alike. Printed: medians, the difference, and the load average bef
 after. Commands: a short one (``python -c 'print(1)'``) and a long CPU-bound training-like
 loop printing a tqdm-style bar and JSON metric lines (``--long-s`` seconds). Targets
 (issue 30): at most +0.35 s on the short one on an idle machine, at most +2 % on the long one.
+The commands run with bytecode writing on (the warm-up round writes it), as an installed
+package runs.
 
 Then the per-capture recovery table of tests/watch/fixtures (visible values recovered, wrong,
 invented) as the in-process parser reads them: a quick check; the claim is the end-to-end
@@ -62,6 +64,9 @@ def compare(name: str, command: list[str], rounds: int) -> None:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as home:
         env = dict(os.environ, WAREHOUSE_HOME=home, WAREHOUSE_CONSOLE="0")
+        # an installed package has its bytecode: with PYTHONDONTWRITEBYTECODE set, a checkout
+        # would compile every module it imports from source in every round (~0.1-0.4 s)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
         watch = [sys.executable, "-m", "warehouse", "watch", "--", *command]
         timed(watch, env)  # warm the file cache and the warehouse folder once
