@@ -470,7 +470,7 @@ def _collected(*args: str) -> int:
 
 @pytest.mark.slow
 def test_the_quick_subset_leaves_out_as_many_tests_as_the_readme_says() -> None:
-    stated = re.search(r'`-m "not slow"` leaves out the ([\d,]+) tests marked', README)
+    stated = re.search(r'-m "not slow"` leaves out the ([\d,]+) tests marked', README)
     assert stated, "the Tests section states how many tests -m 'not slow' leaves out"
     slow = _collected("-m", "slow", "tests")
     assert int(stated[1].replace(",", "")) == slow, (

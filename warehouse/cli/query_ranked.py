@@ -286,8 +286,15 @@ def decomposition(
         filter,
         fmt,
         fail_empty,
-        # the question is bias/variance per experiment: the errors before the run and score
-        # (experiment, run_id, score, train_error, val_error ...: the errors from val on)
-        keep=lambda columns: ("experiment", *columns[4:]),
+        # the question is bias/variance per experiment: after its run and score, the
+        # decomposition, then the errors it is made of (experiment, run_id, score, errors ...)
+        keep=lambda columns: (
+            "experiment",
+            "avoidable_bias",
+            "variance",
+            "dev_overfit",
+            *columns[3:],
+        ),
+        primary="score",
         baseline_error=baseline_error,
     )

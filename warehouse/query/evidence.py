@@ -234,7 +234,9 @@ def describes(
     found = aggregate.interval(samples.values, samples.clusters)
     if found is None or aggregates.reproduces(float(logged), found):
         return None
-    return f"run {samples.run_id}: " + aggregates.mismatch(
+    from warehouse.output import RUN_ID_WIDTH  # the prefix every table shows, in a cell too
+
+    return f"run {samples.run_id[:RUN_ID_WIDTH]}: " + aggregates.mismatch(
         metric.name, float(logged), aggregate, found
     )
 
