@@ -315,7 +315,7 @@ def test_sync_stores_steps_kept_while_the_local_steps_store_was_down(
     with warehouse.start_run(experiment="spilled") as run:
         for step in range(100):
             run.log_step(step, loss=1.0 / (step + 1))
-    waiting = [e for e in Outbox(home / "outbox").pending() if e.kind == "steps"]
+    waiting = [e for e in Outbox(home / "outbox").pending(staged=True) if e.kind == "steps"]
     assert sum(len(e.payload["steps"]) for e in waiting) >= 100  # the outbox holds them
     code, out, _ = run_main(["status", "-f", "json"], monkeypatch, capsys)
     facts = json.loads(out)[0]
@@ -344,7 +344,7 @@ def test_a_lost_journal_hides_no_run_and_compact_never_drops_one(
 
     with LocalStore(home) as store:
         store.write_runs([Run(run_id=f"r{i:02d}", experiment="e").to_doc() for i in range(20)])
-        store.search_runs(RunQuery())  # catalog written; the next runs are only journaled
+        store.compact()  # catalog written; the next runs are only journaled
         for i in range(20, 30):
             store.write_runs([Run(run_id=f"r{i:02d}", experiment="e").to_doc()])
     expected = sorted(f"r{i:02d}" for i in range(30))

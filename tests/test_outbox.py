@@ -307,38 +307,42 @@ def test_an_entry_that_cannot_be_read_now_is_left_exactly_as_it_is(
     assert again.shipped == 1
 
 
-def test_local_only_settings_ship_nothing_and_leave_no_entry(home: Path) -> None:
-    rec = open_recording(load())
-    assert rec.shipper.remotes == {}
-    rec.store.write_runs([Run(experiment="x").to_doc()])
-    rec.store.write_steps("r", "x", [{"seq": 0, "step": 0, "@timestamp": "2026-01-01"}])
-    rec.close()
-    assert rec.shipper.outbox.count() == 0  # written locally: nothing waits
-
-
-def test_local_only_steps_go_straight_to_the_steps_file_without_an_entry(
+def test_a_local_only_run_writes_no_outbox_entry_and_has_no_shipper(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With no remote, an entry per step batch bought nothing and cost ~10 us a step."""
-    added: list[str] = []
-    real_add = Outbox.add
+    """Issue 26: with no Elasticsearch and no S3, every run write used to write, fsync and
+    remove an outbox entry. Counted, not timed: no entry file is written at all."""
+    import warehouse
 
-    def counting(self: Outbox, kind: str, payload: dict[str, Any]) -> Any:
-        added.append(kind)
-        return real_add(self, kind, payload)
+    written: list[str] = []
+    real_write = Outbox._write
 
-    monkeypatch.setattr(Outbox, "add", counting)
+    def counting(self: Outbox, entry: Any, **kwargs: Any) -> None:
+        written.append(entry.kind)
+        real_write(self, entry, **kwargs)
+
+    monkeypatch.setattr(Outbox, "_write", counting)
     rec = open_recording(load())
-    steps = [{"seq": n, "step": n, "@timestamp": "2026-01-01T00:00:00Z"} for n in range(3)]
-    rec.store.write_steps("r", "x", steps)
+    assert rec.shipper is None
     rec.close()
-    assert "steps" not in added
-    assert rec.shipper.local.last_seq("r") == 2
+    with warehouse.start_run(
+        "local", {"lr": 0.1}, settings=load(cli={"system_interval_s": 0})
+    ) as run:
+        run.log_metrics("val", {"acc": 0.5})
+        run.log_samples("val", [{"sample_id": str(i), "loss": i / 3} for i in range(5)])
+        for step in range(3):
+            run.log_step(step, loss=1.0 / (step + 1))
+        run.log_artifact(b"weights", name="model.bin")
+        run.save()
+    assert written == []
+    assert not (home / "outbox").exists()
+    assert (home / "runs" / f"{run.run_id}.json").is_file()
 
 
 def test_a_local_step_append_that_fails_waits_in_the_outbox_for_sync(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from warehouse.replication import open_shipper
     from warehouse.stores.local import LocalStore
 
     real = LocalStore.write_steps
@@ -353,15 +357,15 @@ def test_a_local_step_append_that_fails_waits_in_the_outbox_for_sync(
     run_id = str(doc["run_id"])
     rec.store.write_steps(run_id, "x", [{"seq": 0, "step": 0, "@timestamp": "2026-01-01"}])
     rec.close()
-    assert rec.shipper.outbox.count() == 1  # the only copy of the batch
+    assert rec.outbox.count() == 1  # the only copy of the batch
     monkeypatch.setattr(LocalStore, "write_steps", real)
-    rec = open_recording(load())
-    report = rec.shipper.drain()
-    rec.close()
+    shipper = open_shipper(load())
+    report = shipper.drain()
+    shipper.close()
     assert report is not None
     assert report.complete
-    assert rec.shipper.outbox.count() == 0
-    assert rec.shipper.local.last_seq(run_id) == 0
+    assert rec.outbox.count() == 0
+    assert LocalStore(home).last_seq(run_id) == 0
 
 
 def _s3_without_endpoint(env: dict[str, str]) -> dict[str, str]:
@@ -451,8 +455,9 @@ def test_with_s3_alone_records_stay_local_and_only_objects_ship(
         run.log_samples("val", [{"sample_id": 1}])
     assert uri.startswith(env["WAREHOUSE_S3_URL"])
     rec = open_recording(settings)
+    assert rec.shipper is not None
     assert "store" not in rec.shipper.remotes
-    assert rec.shipper.outbox.count() == 0  # nothing waits for an Elasticsearch not configured
+    assert rec.outbox.count() == 0  # nothing waits for an Elasticsearch not configured
     rec.close()
 
 

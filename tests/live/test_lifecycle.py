@@ -35,7 +35,7 @@ def test_ctrl_c_inside_end_waits_until_the_run_is_written(tmp_path: Path, home: 
         tmp_path,
         """
         import os, signal, warehouse
-        from warehouse.replication.shipper import ReplicatingStore
+        from warehouse.replication import ReplicatingStore
 
         real = ReplicatingStore.write_runs
         def write_runs(self, docs):
@@ -66,7 +66,7 @@ def test_sigterm_inside_a_save_is_handled_after_it(tmp_path: Path, home: Path) -
         tmp_path,
         """
         import os, signal, warehouse
-        from warehouse.replication.shipper import ReplicatingStore
+        from warehouse.replication import ReplicatingStore
 
         run = warehouse.start_run(experiment="term")
         real = ReplicatingStore.write_runs

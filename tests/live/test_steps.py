@@ -288,37 +288,30 @@ def test_log_step_never_waits_for_a_hung_store(tmp_path: Path) -> None:
     assert sorted(d["seq"] for d in shipped) == list(range(20_000))
 
 
-def gc_callbacks() -> set[Any]:
-    """The code of the functions the garbage collector calls (``gc.callbacks``: Hypothesis adds
-    one once its tests ran in this process): a profile counting our calls leaves them out."""
-    import gc
-
-    return {getattr(callback, "__code__", None) for callback in gc.callbacks}
-
-
 def test_log_step_only_reads_the_clock_and_appends(tmp_path: Path) -> None:
     """The hot path's whole work, counted: no Python call, lock, I/O or conversion."""
+    import gc
     from collections import Counter
 
     steps = logger(Collect(), tmp_path, flush_interval_s=60)
     calls: Counter[str] = Counter()
-    collector = gc_callbacks()
 
     def profile(frame: Any, event: str, arg: Any) -> None:
-        if frame.f_code in collector:  # the garbage collector's work, not the logger's
-            return
         if event == "call":
             calls[frame.f_code.co_name] += 1
         elif event == "c_call":
             calls[f"C {arg.__name__}"] += 1
 
     log_step = steps.log_step
-    gc.disable()  # the collector's callbacks (Hypothesis registers one) are not the code's calls
-    sys.setprofile(profile)
-    for i in range(1000):
-        log_step(i, loss=0.5)
-    sys.setprofile(None)
-    gc.enable()
+    gc.collect()  # no earlier object's finaliser (a generator's close) may run in the loop
+    gc.disable()  # nor the collector's callbacks (Hypothesis registers one)
+    try:
+        sys.setprofile(profile)
+        for i in range(1000):
+            log_step(i, loss=0.5)
+        sys.setprofile(None)
+    finally:
+        gc.enable()
     steps.close()
     calls.pop("C setprofile", None)
     python_calls = {name: n for name, n in calls.items() if not name.startswith("C ")}
@@ -668,19 +661,19 @@ def test_the_column_wise_path_makes_no_python_call_per_step() -> None:
         for i in range(100, 5100)
     ]
     calls: list[str] = []
-    collector = gc_callbacks()
 
     def profile(frame: Any, event: str, arg: Any) -> None:
-        if frame.f_code in collector:  # the garbage collector's work, not the builder's
-            return
         if event == "call":
             calls.append(frame.f_code.co_name)
 
-    gc.disable()  # the collector's callbacks (Hypothesis registers one) are not the code's calls
-    sys.setprofile(profile)
-    docs = b.build(batch, [])
-    sys.setprofile(None)
-    gc.enable()
+    gc.collect()  # no earlier object's finaliser may run in the profiled call
+    gc.disable()  # nor the collector's callbacks (Hypothesis registers one)
+    try:
+        sys.setprofile(profile)
+        docs = b.build(batch, [])
+        sys.setprofile(None)
+    finally:
+        gc.enable()
     assert len(docs) == 5000
     assert [d["seq"] for d in docs] == list(range(100, 5100))
     assert len(calls) < 40, sorted(set(calls))

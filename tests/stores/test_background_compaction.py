@@ -14,11 +14,21 @@ from typing import Any
 
 import pytest
 
-from tests.stores.test_local import RUNS_PER_WRITER, SHARED, _join, _spawn, _writer, doc
-from warehouse.stores import local_catalog, local_compaction
+from tests.stores.test_local import (
+    RUNS_PER_WRITER,
+    SHARED,
+    _join,
+    _spawn,
+    _writer,
+    doc,
+    journaled,
+)
+from warehouse import files
+from warehouse.stores import local_catalog, local_catalog_files, local_compaction
 from warehouse.stores.base import RunQuery
 from warehouse.stores.local import LocalStore
 from warehouse.stores.local_catalog import RunCatalog
+from warehouse.stores.local_catalog_files import CatalogFiles
 
 
 def _ids(home: Path) -> set[str]:
@@ -27,7 +37,7 @@ def _ids(home: Path) -> set[str]:
 
 
 def _journal(home: Path) -> list[str]:
-    return (home / "catalog" / "journal").read_text().split()
+    return journaled(home)
 
 
 @pytest.fixture
@@ -41,29 +51,21 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen[bytes]]:
         processes.append(process)
         return process
 
-    monkeypatch.setattr(local_compaction.subprocess, "Popen", spy)
+    monkeypatch.setattr(local_catalog_files.subprocess, "Popen", spy)
     return processes
 
 
 @pytest.fixture
 def built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Catalog tables built or written in this process."""
+    """Catalog files written in this process (a compaction done by the writer itself)."""
     calls: list[str] = []
-    for name in ("_write_locked", "_build_all"):
-        real = getattr(RunCatalog, name)
+    real = CatalogFiles.write
 
-        def counted(self: RunCatalog, *args: Any, _real: Any = real, _n: str = name, **kw: Any):  # type: ignore[no-untyped-def]
-            calls.append(_n)
-            return _real(self, *args, **kw)
+    def write(self: CatalogFiles, *args: Any, **kwargs: Any) -> Any:
+        calls.append("write")
+        return real(self, *args, **kwargs)
 
-        monkeypatch.setattr(RunCatalog, name, counted)
-    real_store = local_compaction.store_tmp
-
-    def store_tmp(*args: Any) -> bytes:
-        calls.append("store_tmp")
-        return real_store(*args)
-
-    monkeypatch.setattr(local_compaction, "store_tmp", store_tmp)
+    monkeypatch.setattr(CatalogFiles, "write", write)
     return calls
 
 
@@ -84,21 +86,26 @@ def test_a_writer_crossing_the_threshold_starts_one_compaction_and_builds_nothin
         assert _ids(home) == {"r0", "r1", "r2", "r3"}
 
 
-def test_a_crossing_while_a_compaction_runs_starts_none(
-    home: Path, started: list[subprocess.Popen[bytes]]
+def test_a_crossing_while_a_compaction_runs_starts_none_and_the_journal_stays_bounded(
+    home: Path, started: list[subprocess.Popen[bytes]], built: list[str]
 ) -> None:
+    """Issue 25 item 5: a compaction that never finishes (hung, or failing) no longer lets
+    the journal grow: at twice the threshold the writer compacts itself."""
     (home / "catalog").mkdir(parents=True)
-    fd = os.open(home / "catalog" / local_compaction.LOCK, os.O_RDWR | os.O_CREAT)
+    fd = os.open(home / "catalog" / local_catalog_files.COMPACT_LOCK, os.O_RDWR | os.O_CREAT)
+    lengths = []
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # as a running compaction holds it
-        with LocalStore(home, compact_after=2) as store:
-            for i in range(6):
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a running (hung) compaction holds it
+        with LocalStore(home, compact_after=5) as store:
+            for i in range(40):
                 store.write_runs([doc(f"r{i}")])
+                lengths.append(len(_journal(home)))
         assert started == []
     finally:
         os.close(fd)
-    assert len(_journal(home)) == 6
-    assert _ids(home) == {f"r{i}" for i in range(6)}
+    assert max(lengths) < 2 * 5
+    assert len(built) == 40 // (2 * 5)  # one compaction by the writer per 10 lines
+    assert _ids(home) == {f"r{i}" for i in range(40)}
 
 
 def _prefilled(home: Path) -> LocalStore:
@@ -112,14 +119,14 @@ def _prefilled(home: Path) -> LocalStore:
 def test_a_fold_keeps_the_lines_appended_between_its_start_and_its_install(home: Path) -> None:
     with _prefilled(home) as store:
         catalog = RunCatalog(home)
-        fold = local_compaction.begin(catalog)
-        assert fold.run_ids == ["r5", "r6"]
+        fold = catalog.fold_begin()
+        assert fold.journal.run_ids == ["r5", "r6"]
         store.write_runs([doc("r7")])
-        local_compaction.build(catalog, fold)
+        catalog.fold_build(fold)
         store.write_runs([doc("r5", value=0.9)])  # a folded run written again
         assert _ids(home) == {f"r{i}" for i in range(8)}
-        assert local_compaction.install(catalog, fold)
-        local_compaction.discard(fold)
+        assert catalog.fold_install(fold)
+        catalog.files.discard(fold.pending)
         assert _journal(home) == ["r7", "r5"]  # only the folded lines are gone
         assert _ids(home) == {f"r{i}" for i in range(8)}
         (r5,) = store.search_runs(RunQuery(filter="run_id:r5"))
@@ -130,48 +137,46 @@ def test_a_fold_keeps_the_lines_appended_between_its_start_and_its_install(home:
 def test_a_fold_overtaken_by_another_compaction_installs_nothing(home: Path) -> None:
     with _prefilled(home) as store:
         catalog = RunCatalog(home)
-        fold = local_compaction.begin(catalog)
-        local_compaction.build(catalog, fold)
+        fold = catalog.fold_begin()
+        catalog.fold_build(fold)
         store.compact()  # 'warehouse compact' meanwhile
         store.write_runs([doc("r7")])
-        assert not local_compaction.install(catalog, fold)
-        local_compaction.discard(fold)
+        assert not catalog.fold_install(fold)
+        catalog.files.discard(fold.pending)
         assert _journal(home) == ["r7"]
         assert _ids(home) == {f"r{i}" for i in range(8)}
 
 
-@pytest.mark.parametrize("phase", ["built", "installed", "cut"])
+@pytest.mark.parametrize("phase", ["built", "manifest", "installed", "cut"])
 def test_a_compaction_that_dies_at_any_phase_leaves_every_run_visible(
     home: Path, phase: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with _prefilled(home):
         catalog = RunCatalog(home)
-        fold = local_compaction.begin(catalog)
-        local_compaction.build(catalog, fold)  # "built": dies here, tmp files left behind
+        fold = catalog.fold_begin()
+        catalog.fold_build(fold)  # "built": dies here, tmp files left behind
         if phase != "built":
+            # the renames of an install: the manifest, runs.arrow, runs.parquet
+            dies_at = {"manifest": 2, "installed": 3, "cut": 99}[phase]
+            real, renames = os.replace, []
+
+            def replace(src: Any, dst: Any) -> None:
+                renames.append(dst)
+                if len(renames) >= dies_at:
+                    raise OSError("killed")
+                real(src, dst)
 
             def die(*args: Any) -> None:
                 raise OSError("killed")
 
-            name = "_cut_journal" if phase == "cut" else "replace"
-            target = local_compaction if phase == "cut" else local_compaction.os
-            if phase == "installed":  # the Arrow file renamed, the Parquet file not
-                real, renames = os.replace, []
-
-                def once(src: Any, dst: Any) -> None:
-                    renames.append(dst)
-                    if len(renames) > 1:
-                        raise OSError("killed")
-                    real(src, dst)
-
-                monkeypatch.setattr(target, name, once)
-            else:
-                monkeypatch.setattr(target, name, die)
+            monkeypatch.setattr(files.os, "replace", replace)
+            if phase == "cut":
+                monkeypatch.setattr(CatalogFiles, "cut_journal", die)
             with pytest.raises(OSError, match="killed"):
-                local_compaction.install(catalog, fold)
+                catalog.fold_install(fold)
             monkeypatch.undo()
         assert _ids(home) == {f"r{i}" for i in range(7)}
-        assert local_compaction.compact(RunCatalog(home))  # the next one goes through
+        assert RunCatalog(home).compact()  # the next one goes through
         assert _ids(home) == {f"r{i}" for i in range(7)}
         assert _journal(home) == []
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from warehouse.models import Run
-from warehouse.stores import local_catalog
+from warehouse.stores import local_catalog, local_catalog_files
 from warehouse.stores.base import RankQuery, RunQuery
 from warehouse.stores.local import LocalStore
 
@@ -103,7 +103,7 @@ def test_compaction_writes_both_files_of_one_generation(home: Path) -> None:
     parquet = pq.read_schema(home / "catalog" / "runs.parquet").metadata
     with pa.ipc.open_file(pa.memory_map(str(home / "catalog" / "runs.arrow"))) as reader:
         arrow = reader.schema.metadata
-    assert parquet[local_catalog.GENERATION] == arrow[local_catalog.GENERATION]
+    assert parquet[local_catalog_files.GENERATION] == arrow[local_catalog_files.GENERATION]
 
 
 @pytest.mark.parametrize("damage", ["older", "truncated", "garbage", "missing"])
@@ -192,8 +192,10 @@ def test_documents_read_from_the_file_equal_the_column(home: Path) -> None:
         column = table.column("_doc")
         assert column.num_chunks > 2  # slices of the mapped table, then the journaled rows
         rows = np.random.default_rng(7).permutation(table.num_rows)
-        assert store._catalog.texts(column, rows) == column.take(rows).to_pylist()
-        assert store._catalog._mapped is not None
-        held = [store._catalog._mapped.holds(c.buffers()[2]) for c in column.chunks]
+        assert store._catalog.texts(table, rows) == column.take(rows).to_pylist()
+        base = store._catalog._base
+        assert base is not None
+        assert base.mapped is not None
+        held = [base.mapped.holds(c.buffers()[2]) for c in column.chunks]
         assert any(held)
         assert not all(held)

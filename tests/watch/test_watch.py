@@ -330,3 +330,25 @@ def test_on_a_terminal_the_command_gets_a_terminal_of_the_same_size(
     assert run["status"] == "completed"
     assert run["metrics"]["train"]["loss"] == 0.25
     assert any(s.get("step") == 3 for s in steps if not is_tick(s))
+
+
+def test_a_pause_between_a_steps_lines_does_not_split_or_change_its_point(
+    tmp_path: Path, home: Path
+) -> None:
+    """A validation pause after a step's line was an idle flush: the step was sent without
+    the values that followed, and a Rich bar's stale value stayed recorded (issue 30's
+    replays under load). What a point holds does not depend on timing."""
+    out = watch(
+        tmp_path,
+        """
+        import sys, time
+        print("step=20 loss=0.4", flush=True)
+        time.sleep(2.5)  # longer than the old idle flush (2 s)
+        print("epoch=1 val_loss=0.45", flush=True)
+        print("step=40 loss=0.3", flush=True)
+        """,
+    )
+    assert out.returncode == 0, out.stderr
+    _, steps = the_run(home)
+    points = [(s["step"], s["epoch"], s["metrics"]) for s in steps if not is_tick(s)]
+    assert points == [(20, 1, {"loss": 0.4, "val_loss": 0.45}), (40, None, {"loss": 0.3})]

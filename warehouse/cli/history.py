@@ -267,16 +267,14 @@ def delete(
     Example: warehouse runs delete -q 'status:failed AND ended_at:<now-30d'
     """
     from warehouse.errors import ConfigurationError
-    from warehouse.history.edits import delete_runs, select_runs
+    from warehouse.history.edits import delete_runs, select_for_deletion
     from warehouse.replication import open_recording
     from warehouse.settings import load
-    from warehouse.stores import open_store
 
     if not run_ids and filter is None:
         raise ConfigurationError("name the runs: give run ids, or -q FILTER")
     settings = load()
-    with open_store(settings) as store:
-        docs = select_runs(store, run_ids or [], filter)
+    docs = select_for_deletion(settings, run_ids or [], filter)
     if not docs:
         raise ConfigurationError("no run matches; `warehouse query runs` lists them")
     rows = sum(sum((d.get("sample_counts") or {}).values()) for d in docs)

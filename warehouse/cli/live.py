@@ -41,7 +41,9 @@ def watch(
 
     Metrics come from its output: JSON metric lines ({"metric": "loss", "value": 0.3,
     "step": 10}), Keras 2/3 progress and epoch lines, tqdm postfixes (loss=0.12),
-    Lightning's tqdm and Rich bars, the transformers Trainer's log dicts. The machine is
+    Lightning's tqdm and Rich bars, the transformers Trainer's log dicts, and any line
+    naming its step or epoch ([10] valid_0's l2: 0.5, Epoch 3/10: acc=0.9) or repeating
+    with other numbers. The machine is
     sampled while it runs; the run's final metrics are the last values seen (val_* and
     eval_* go to split val).
 

@@ -204,7 +204,7 @@ def status(fmt: FormatOpt = Format.table) -> None:
         with LocalStore(settings.resolved_home) as local:
             facts["runs"] = len(local.search_runs(RunQuery(limit=None, fields=("run_id",))))
     outbox = Outbox(Home.from_settings(settings).outbox)
-    waiting = outbox.pending()
+    waiting = outbox.pending(staged=True)
     facts["outbox pending"] = len(waiting)
     set_aside = outbox.corrupt()
     if set_aside:
@@ -270,16 +270,17 @@ def sync(
         bool,
         typer.Option(
             "--verify",
-            help="Then compare every local run with Elasticsearch / S3 (run version, sample "
-            "counts per split, step counts, objects) and re-ship what differs.",
+            help="Then compare both sides by content (run documents, sample rows per split, "
+            "steps, objects) against the digests recorded when they were written, and repair "
+            "what differs from the side that is right, saying which.",
         ),
     ] = False,
 ) -> None:
     """Ship what waits in the outbox to Elasticsearch / S3 (safe to run twice).
 
-    Records the local store could not take at first are written locally too. Exits with 5
-    when some records could not be shipped (they stay, with the reason), or when --verify
-    finds differences that re-shipping did not remove.
+    Records a process left half-written (killed, or the disk was full) are written locally
+    first. Exits with 5 when some records could not be shipped (they stay, with the reason),
+    or when --verify finds a damaged or lost copy, or a difference that repairing left.
     Example: warehouse sync --verify
     """
     from warehouse.replication import open_shipper
@@ -289,32 +290,35 @@ def sync(
     try:
         _ship_outbox(shipper, quiet=quiet, wait=wait)
         if verify:
-            _verify(shipper, quiet=quiet)
+            _verify(shipper, settings, quiet=quiet)
     finally:
         shipper.close()
 
 
-def _verify(shipper: Any, *, quiet: bool) -> None:
-    from warehouse.errors import ConfigurationError, SyncIncomplete
+def _verify(shipper: Any, settings: Settings, *, quiet: bool) -> None:
+    from warehouse.errors import SyncIncomplete
+    from warehouse.home import Home
+    from warehouse.objects.local import LocalObjectStore
     from warehouse.output import info
     from warehouse.replication import verify as check
+    from warehouse.stores.local import LocalStore
 
-    if not shipper.remotes:
-        raise ConfigurationError(
-            "nothing to verify against: set WAREHOUSE_ES_URL and/or WAREHOUSE_S3_URL first"
-        )
-    result = check.verify(shipper)
-    check.save(shipper.local.home.root, result)
+    home = Home.from_settings(settings)
+    with LocalStore(home) as local:
+        result = check.verify(shipper, local, LocalObjectStore(home.objects))
+    check.save(home.root, result)
     if not quiet:
         for diff in result.found:
             info(f"differed: {diff}")
     if not result.ok:
-        problems = [str(d) for d in result.remaining] + result.unfixable
+        problems = [str(d) for d in result.remaining] + [
+            str(d) for d in result.damaged if d not in result.remaining
+        ]
         raise SyncIncomplete(
             f"verify: {result.summary()}: "
             + "; ".join(problems[:10])
             + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
-            + ". Run 'warehouse sync' to see what waits in the outbox, fix the cause and run "
+            + ". Each line says what was done; fix what was left and run "
             "'warehouse sync --verify' again",
             items=problems,
         )

@@ -12,6 +12,8 @@ record over the change. A ``lost`` run (its process died) can be edited.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -20,10 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.errors import ConfigurationError
 from warehouse.filters import lucene
+from warehouse.stores.doc_digest import stamp
 
 if TYPE_CHECKING:
     from warehouse.objects.base import ObjectStore
+    from warehouse.settings import Settings
     from warehouse.stores.base import Store
+
+log = logging.getLogger(__name__)
 
 TAG = re.compile(r"[^\s,]{1,100}")
 """A tag: 1-100 characters, no blanks or commas (a keyword, as Kibana's filter bar shows it)."""
@@ -96,7 +102,7 @@ class Edited:
 
 
 def select_runs(
-    store: Store, run_ids: Sequence[str] = (), filter: str | None = None
+    store: Store, run_ids: Iterable[str] = (), filter: str | None = None
 ) -> list[dict[str, Any]]:
     """The stored documents (as stored: no status rewriting) of the runs named by id (a
     unique prefix works) and of the runs matching ``filter``; each once, in the order given."""
@@ -141,7 +147,7 @@ def edit_runs(
         changed = new != doc
         if changed:
             new["updated_at"] = _next_version(doc.get("updated_at"), moment)
-            changed_docs.append(new)
+            changed_docs.append(stamp(new))
         out.append(
             Edited(
                 run_id=str(new["run_id"]),
@@ -204,6 +210,53 @@ def rename_experiment(new: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
         return doc
 
     return apply
+
+
+def select_for_deletion(
+    settings: Settings, run_ids: Sequence[str] = (), filter: str | None = None
+) -> list[dict[str, Any]]:
+    """The runs to delete: from the local store, which holds every run recorded here (those
+    still waiting in the outbox too), and from Elasticsearch when one is configured and a run
+    is not local or a filter may match runs recorded elsewhere. With Elasticsearch down, the
+    local runs are selected and their deletion waits in the outbox like every other write;
+    only a run that is not local cannot be looked up then (exit 3)."""
+    from warehouse.errors import NotFound, StoreUnavailable
+    from warehouse.stores import open_local_store, open_store
+
+    found: dict[str, dict[str, Any]] = {}
+    missing: dict[str, NotFound] = {}
+    with open_local_store(settings) as local:
+        for run_id in run_ids:
+            try:
+                found.update((str(d["run_id"]), d) for d in select_runs(local, [run_id]))
+            except NotFound as exc:
+                missing[run_id] = exc
+        if filter is not None:
+            found.update((str(d["run_id"]), d) for d in select_runs(local, (), filter))
+    if settings.store_engine == "elasticsearch" and (missing or filter is not None):
+        try:
+            with open_store(settings) as remote:
+                for run_id in list(missing):
+                    with contextlib.suppress(NotFound):
+                        docs = select_runs(remote, [run_id])
+                        found.update((str(d["run_id"]), d) for d in docs)
+                        del missing[run_id]
+                if filter is not None:
+                    docs = select_runs(remote, (), filter)
+                    found.update(
+                        (str(d["run_id"]), d) for d in docs if str(d["run_id"]) not in found
+                    )
+        except StoreUnavailable as exc:
+            if missing:
+                raise StoreUnavailable(
+                    f"cannot look up run(s) {', '.join(missing)} in Elasticsearch ({exc}); "
+                    "they are not in the local store. Delete them once it is back",
+                    url=getattr(exc, "url", None),
+                ) from None
+            log.warning("%s; the deletion selects the runs of the local store only", exc)
+    if missing:
+        raise next(iter(missing.values()))
+    return list(found.values())
 
 
 def delete_runs(

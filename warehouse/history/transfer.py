@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.errors import ConfigurationError
 from warehouse.filters import lucene
+from warehouse.objects.relink import Relink
 from warehouse.stores.base import RunQuery, StepRange
+from warehouse.stores.doc_digest import FIELD, stamp
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -88,7 +90,7 @@ def push(
     done = Transfer()
     if not docs:
         return done
-    relink = _Relink(local_objects, remote_objects)
+    relink = Relink(local_objects, remote_objects)
     counter = _Counter(len(docs), progress)
     for start in range(0, len(docs), CHUNK):
         chunk = docs[start : start + CHUNK]
@@ -141,7 +143,7 @@ def _push_run(
     local_objects: LocalObjectStore,
     remote: Store | None,
     remote_objects: ObjectStore | None,
-    relink: _Relink,
+    relink: Relink,
     done: Transfer,
 ) -> None:
     run_id, experiment = str(doc["run_id"]), str(doc["experiment"])
@@ -162,6 +164,8 @@ def _push_run(
         remote.write_steps(run_id, experiment, steps)
         done.add(steps=len(steps))
     shared = relink.doc(doc)
+    if FIELD in doc and shared != doc:
+        shared = stamp(shared)  # its links changed: the digest is of what is sent
     remote.write_runs([shared])  # last: a run visible remotely is complete
     done.add(runs=1, local_links=int(relink.local_links(shared)))
 
@@ -244,50 +248,6 @@ def _objects_of(
                 digest.update(block)
         key = path.relative_to(objects.root).as_posix()
         yield key, path, mimetypes.guess_type(path.name)[0], digest.hexdigest()
-
-
-class _Relink:
-    """Links into this machine's object folder rewritten to where the objects were pushed."""
-
-    def __init__(self, local: LocalObjectStore, remote: ObjectStore | None) -> None:
-        self.local_base = local.uri("_")[:-1]
-        self.remote_base = None if remote is None else remote.uri("_")[:-1]
-
-    def text(self, value: str) -> str:
-        if self.remote_base is not None and value.startswith(self.local_base):
-            return self.remote_base + value[len(self.local_base) :]
-        return value
-
-    def doc(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {k: self.doc(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.doc(v) for v in value]
-        return value
-
-    def local_links(self, value: Any) -> bool:
-        from warehouse.filters.docpath import strings
-
-        return any(text.startswith(self.local_base) for text in strings(value))
-
-    def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        if self.remote_base is None or "output_uri" not in batch.schema.names:
-            return batch
-        column = batch.column("output_uri")
-        if not pa.types.is_string(column.type):
-            return batch
-        base = len(self.local_base)
-        moved = pc.binary_join_element_wise(
-            pa.scalar(self.remote_base), pc.utf8_slice_codeunits(column, base), ""
-        )
-        fixed = pc.if_else(pc.starts_with(column, self.local_base), moved, column)
-        index = batch.schema.get_field_index("output_uri")
-        return batch.set_column(index, "output_uri", fixed)
 
 
 class _Counter:

@@ -12,7 +12,7 @@
 - **System sampler** (:mod:`warehouse.live.system`), on its own timer.
 
 The sink is the durable path: in a recorded run it is the run's store (the local store, and the
-outbox towards Elasticsearch: :class:`~warehouse.replication.shipper.ReplicatingStore`), so a
+outbox towards Elasticsearch: :class:`~warehouse.replication.store.ReplicatingStore`), so a
 store that is down costs nothing here. Should the sink itself fail (a full disk), documents wait
 in memory and are offered again with backoff (1 s doubling to 30 s), at most
 ``max_buffered`` of them: past that the oldest are dropped, counted and logged.
@@ -146,8 +146,10 @@ class StepLogger:
         Lifecycle.current().join(self)
 
     # ---- the hot path ----------------------------------------------------------------------
-    def log_step(self, step: int, epoch: int | None = None, **metrics: float) -> None:
-        """Record one step's metrics; returns at once (the work happens on a background thread)."""
+    def log_step(self, step: int, epoch: int | None = None, /, **metrics: float) -> None:
+        """Record one step's metrics; returns at once (the work happens on a background thread).
+
+        ``step`` and ``epoch`` are positional, so any name is a metric (``epoch``, ``step``)."""
         self._put((self._time(), step, epoch, metrics))
 
     # ---- control ---------------------------------------------------------------------------

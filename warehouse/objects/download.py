@@ -12,7 +12,6 @@ import contextlib
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path, PurePosixPath
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from warehouse.errors import ConfigurationError, NotFound
+from warehouse.files import atomic_write
 
 if TYPE_CHECKING:
     from warehouse.objects.base import ObjectStore
@@ -149,16 +149,7 @@ def _plan(rows: Iterable[Mapping[str, Any]], dest: Path) -> list[tuple[str, Path
 
 
 def _fetch(store: ObjectStore, uri: str, path: Path) -> None:
-    data = store.get(uri)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, store.get(uri))
 
 
 def _resolver(

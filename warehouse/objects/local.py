@@ -1,17 +1,26 @@
-"""LocalObjectStore: artifacts and model outputs as files in a folder of the warehouse."""
+"""LocalObjectStore: artifacts and model outputs as files in a folder of the warehouse.
+
+An object is written as durably as the run that points at it: a temporary file, fsync'd,
+renamed into place, the folder fsync'd (:func:`warehouse.files.replacing`). Its sha256 is
+recorded at write time in ``.sha256`` beside it (one ``<sha256>  <name>`` line per write, the
+format of ``sha256sum``, so ``sha256sum -c .sha256`` checks a folder by hand), which is what
+``warehouse sync --verify`` holds the file to: a file changed afterwards no longer matches.
+"""
 
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Self
 from urllib.parse import unquote, urlparse
 
 from warehouse.errors import NotFound, ObjectStoreUnavailable
+from warehouse.files import append, replacing
 from warehouse.objects.base import ProgressCallback, PutItem, put_each
+
+RECORD = ".sha256"
+"""The file, in each folder of objects, that records the sha256 each object was written with."""
 
 
 class LocalObjectStore:
@@ -23,21 +32,20 @@ class LocalObjectStore:
 
     def put(self, key: str, source: bytes | Path, *, content_type: str | None, sha256: str) -> str:
         target = self.root / key
-        if target.is_file() and _sha256_file(target) == sha256:
+        if target.is_file() and sha256_of(target) == sha256:
             return target.resolve().as_uri()
         try:
             if self._prepare is not None:
                 self._prepare()
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".part")
-            with os.fdopen(fd, "wb") as out:
+            with replacing(target) as tmp, open(tmp, "wb") as out:
                 if isinstance(source, bytes | bytearray | memoryview):
                     out.write(source)
                 else:
                     with open(source, "rb") as src:
                         while chunk := src.read(1 << 20):
                             out.write(chunk)
-            os.replace(tmp, target)
+            append(target.parent / RECORD, f"{sha256}  {target.name}\n".encode(), sync=True)
         except OSError as exc:
             raise ObjectStoreUnavailable(
                 f"cannot write {target}: {exc.strerror or exc}; check the warehouse folder's "
@@ -56,6 +64,20 @@ class LocalObjectStore:
     def path_of(self, key: str) -> Path:
         """Where the object ``key`` lives (it may not exist)."""
         return self.root / key
+
+    def recorded_sha256(self, key: str) -> str | None:
+        """The sha256 ``key`` was last written with (None: no record of it)."""
+        path = self.root / key
+        return recorded(path.parent).get(path.name)
+
+    def keys(self, prefix: str) -> Iterator[str]:
+        """The keys of the objects under ``prefix`` (a folder), sorted."""
+        folder = self.root / prefix.rstrip("/")
+        if not folder.is_dir():
+            return
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and not path.name.startswith("."):
+                yield path.relative_to(self.root).as_posix()
 
     def get(self, uri: str) -> bytes:
         path = self._path(uri)
@@ -76,7 +98,7 @@ class LocalObjectStore:
         folder = self.root / prefix.rstrip("/")
         if not prefix.endswith("/") or not folder.is_dir():
             return 0
-        count = sum(1 for p in folder.rglob("*") if p.is_file())
+        count = sum(1 for _ in self.keys(prefix))
         shutil.rmtree(folder, ignore_errors=True)
         return count
 
@@ -98,9 +120,27 @@ class LocalObjectStore:
         raise NotFound(f"{uri} is not a local object (scheme {parsed.scheme!r})")
 
 
-def _sha256_file(path: Path) -> str:
+def recorded(folder: Path) -> dict[str, str]:
+    """``{name: sha256}`` of the objects of ``folder`` as last written (``.sha256``)."""
+    try:
+        text = (folder / RECORD).read_text("utf-8", errors="replace")
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        digest, sep, name = line.partition("  ")
+        if sep and len(digest) == 64:
+            found[name] = digest
+    return found
+
+
+def sha256_of(path: Path) -> str:
+    """The sha256 of a file's bytes (hex)."""
     digest = hashlib.sha256()
     with open(path, "rb") as src:
         while chunk := src.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+__all__ = ["RECORD", "LocalObjectStore", "recorded", "sha256_of"]

@@ -168,6 +168,9 @@ class NullRun(ActiveRun):
     def set_tags(self, *tags: str) -> None:
         """Nothing is recorded on this rank."""
 
+    def note(self, text: str) -> None:
+        """Nothing is recorded on this rank."""
+
     def log_samples(
         self,
         split: str,
@@ -208,6 +211,9 @@ class NullRun(ActiveRun):
         )
 
     def log_step(self, step: int, epoch: int | None = None, **metrics: float) -> None:
+        """Nothing is recorded on this rank."""
+
+    def log_step_metrics(self, step: int, epoch: int | None, metrics: Mapping[str, float]) -> None:
         """Nothing is recorded on this rank."""
 
     def open_steps(self) -> StepLogger:

@@ -189,6 +189,8 @@ class Recorder:
             secrets=frozenset(captured.secrets) | redaction.secrets,
             resumed=bool(run_id),
         )
+        if normalise_experiment(name) != str(name).strip():
+            run.note("experiment: characters UTF-8 cannot store replaced with U+FFFD")
         if diff:
             run.log_artifact(
                 diff.encode("utf-8"), "git.diff", kind="git", content_type="text/x-diff"
@@ -269,8 +271,11 @@ def _primary_metric(metric: str, direction: str | None) -> PrimaryMetric:
 
 
 def normalise_experiment(name: str) -> str:
-    """Experiment names are kept as given, minus surrounding blanks; empty is refused."""
-    cleaned = str(name).strip()
+    """Experiment names are kept as given, minus surrounding blanks (and with any character
+    UTF-8 cannot store as U+FFFD); empty is refused."""
+    from warehouse.capture.limits import clean_text
+
+    cleaned = clean_text(str(name)).strip()
     if not cleaned:
         raise InvalidRecord("experiment name is empty; pass experiment='my-experiment'")
     segments = cleaned.split("/")

@@ -30,6 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
+from warehouse.capture.limits import NOTES
 from warehouse.errors import InvalidRecord, WarehouseError
 from warehouse.live.lifecycle import Lifecycle
 from warehouse.models import (
@@ -43,6 +44,8 @@ from warehouse.models import (
 from warehouse.objects.base import object_key
 from warehouse.query.status import lost_after
 from warehouse.recording.run_rules import Names, as_number, sample_columns
+from warehouse.stores.doc_digest import stamp
+from warehouse.values import json_safe
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -109,6 +112,7 @@ class ActiveRun:
         self._names = Names()  # the names as logged behind each stored one (collisions)
         self._secrets = secrets  # the config's, scrubbed from errors
         self._resumed = resumed  # started with the run id of an earlier attempt
+        self._notes: set[str] = set()  # what recording changed, kept on the record
 
     # identity ---------------------------------------------------------------------------
     @property
@@ -171,6 +175,10 @@ class ActiveRun:
                 self.run_id,
                 ", ".join(invalid),
             )
+
+    def note(self, text: str) -> None:
+        """Keep on the record a note of something recording changed (``recording_notes``)."""
+        self._notes.add(text)
 
     def log_metric(self, split: str, name: str, value: float) -> None:
         """One final metric of one split."""
@@ -311,6 +319,11 @@ class ActiveRun:
             metrics = self._scrub.names(metrics, "steps")
         steps.log_step(step, epoch, **metrics)
 
+    def log_step_metrics(self, step: int, epoch: int | None, metrics: Mapping[str, float]) -> None:
+        """:meth:`log_step` with the metrics in a mapping, whatever their names: ``epoch`` or
+        ``step`` too (``warehouse watch`` records the names a program prints)."""
+        (self._steps or self.open_steps()).log_step(step, epoch, **metrics)
+
     def open_steps(self) -> StepLogger:
         """Start the step logger (and its system sampler) now rather than at the first step."""
         if self._steps is not None:
@@ -368,9 +381,14 @@ class ActiveRun:
             rec.lost_at = (
                 beat + timedelta(seconds=lost_after(self.settings.heartbeat_s)) if running else None
             )
-            doc = rec.to_doc()
+            try:
+                doc = rec.to_doc()
+            except UnicodeEncodeError:  # a lone surrogate: the store's fit_run replaces it
+                doc = json_safe(rec.model_dump(mode="python"))
             doc["redacted"] = rec.redacted = sorted({*rec.redacted, *self._scrub.places_of(doc)})
-            self._recorder.store.write_runs([doc])
+            if self._notes:
+                doc[NOTES] = sorted(self._notes)
+            self._recorder.store.write_runs([stamp(doc)])  # with its content digest
 
     def end(
         self,
@@ -473,7 +491,8 @@ class ActiveRun:
         from warehouse.stores.sample_ids import SampleIds
 
         ids = SampleIds(self.run_id, split)
-        for raw in iter_batches(rows):  # secrets out first: names and text of every column
+        cleaned: set[str] = set()
+        for raw in iter_batches(rows, cleaned):  # secrets out first: names and text of columns
             raw = self._scrub.batch(raw, f"samples.{split}", skip=("output", "output_content_type"))
             batch = sample_columns(split, raw)
             ids.check(batch)  # before any output of the batch is stored
@@ -486,6 +505,11 @@ class ActiveRun:
                 batch = with_output_uris(batch, outputs)
             yield batch
         ids.finish()  # raised into the store's write: the split is not stored
+        if cleaned:
+            columns = ", ".join(sorted(cleaned))
+            self.note(
+                f"samples {split}: characters UTF-8 cannot store replaced with U+FFFD in {columns}"
+            )
 
     def _store_inline_outputs(self, split: str, batch: pa.RecordBatch) -> pa.RecordBatch:
         import pyarrow as pa

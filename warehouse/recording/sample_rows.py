@@ -10,15 +10,18 @@ has no NaN: every store answers the same).
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from warehouse.capture.limits import clean_text
 from warehouse.errors import InvalidRecord
 from warehouse.models import normalise_name
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+log = logging.getLogger(__name__)
 BATCH_ROWS = 65_536
 
 
@@ -27,8 +30,9 @@ def normalise_sample_column(name: str) -> str:
     return normalise_name(name)
 
 
-def iter_batches(rows: Any) -> Iterator[pa.RecordBatch]:
-    """Any supported rows container as a stream of record batches."""
+def iter_batches(rows: Any, cleaned: set[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """Any supported rows container as a stream of record batches. Text UTF-8 cannot store
+    (a lone surrogate character) becomes U+FFFD; the columns where it did go in ``cleaned``."""
     import pyarrow as pa
 
     if isinstance(rows, pa.RecordBatch):
@@ -38,7 +42,12 @@ def iter_batches(rows: Any) -> Iterator[pa.RecordBatch]:
         yield from rows.to_batches(max_chunksize=BATCH_ROWS)
         return
     if type(rows).__module__.startswith("pandas") and hasattr(rows, "to_dict"):
-        table = pa.Table.from_pandas(rows, preserve_index=False)
+        try:
+            table = pa.Table.from_pandas(rows, preserve_index=False)
+        except UnicodeEncodeError:
+            rows = rows.apply(lambda column: column.map(_clean_value))
+            table = pa.Table.from_pandas(rows, preserve_index=False)
+            _note(cleaned, [str(c) for c in rows.columns if rows[c].dtype == object])
         yield from table.to_batches(max_chunksize=BATCH_ROWS)
         return
     if isinstance(rows, Mapping | str | bytes):
@@ -52,10 +61,12 @@ def iter_batches(rows: Any) -> Iterator[pa.RecordBatch]:
             for row in chunk:
                 if not isinstance(row, Mapping):
                     raise InvalidRecord(f"a sample row must be a mapping, not {type(row).__name__}")
-        yield batch_from_rows(chunk)
+        yield batch_from_rows(chunk, cleaned)
 
 
-def batch_from_rows(rows: list[Mapping[str, Any]]) -> pa.RecordBatch:
+def batch_from_rows(
+    rows: list[Mapping[str, Any]], cleaned: set[str] | None = None
+) -> pa.RecordBatch:
     """Rows as one batch with every column any row has (first-seen order); a row without a
     column gets a null there. (Arrow's ``from_pylist`` takes the first row's keys only, and
     silently dropped a column the first row lacked.)
@@ -71,9 +82,34 @@ def batch_from_rows(rows: list[Mapping[str, Any]]) -> pa.RecordBatch:
         names = list(dict.fromkeys(key for row in rows for key in row))
         data = {name: [row.get(name) for row in rows] for name in names}
     try:
-        return pa.RecordBatch.from_pydict(data)
+        try:
+            return pa.RecordBatch.from_pydict(data)
+        except UnicodeEncodeError:  # a lone surrogate: never a reason to fail the run
+            bad = [n for n, v in data.items() if any(map(_unstorable, v))]
+            for name in bad:
+                data[name] = [_clean_value(v) for v in data[name]]
+            _note(cleaned, bad)
+            return pa.RecordBatch.from_pydict(data)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise InvalidRecord(f"sample rows have inconsistent column types: {exc}") from None
+
+
+def _unstorable(value: Any) -> bool:
+    return isinstance(value, str) and clean_text(value) != value
+
+
+def _clean_value(value: Any) -> Any:
+    return clean_text(value) if isinstance(value, str) else value
+
+
+def _note(cleaned: set[str] | None, columns: list[str]) -> None:
+    log.warning(
+        "sample values of column(s) %s held characters UTF-8 cannot store; they are recorded "
+        "with U+FFFD instead",
+        ", ".join(columns),
+    )
+    if cleaned is not None:
+        cleaned.update(columns)
 
 
 def nan_to_null(batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -1,7 +1,9 @@
 """ReplicatingObjectStore: artifacts and outputs in the local folder first, then in S3.
 
-As :class:`~warehouse.replication.shipper.ReplicatingStore` does for records: ``put`` adds an
-outbox entry, stores the bytes in the local object folder, then the shipper uploads them. The
+As :class:`~warehouse.replication.store.ReplicatingStore` does for records: ``put`` stages an
+outbox entry, stores the bytes in the local object folder, releases the entry, then the
+shipper uploads them (an entry staged by a process that died is shipped only if the local
+object it names is there with its sha256). The
 URI returned is the remote's (``s3://bucket/prefix/key``), so records point at where the
 object will be for everyone, even while the upload still waits in the outbox; reads are served
 from the local copy when this machine has it.
@@ -15,7 +17,6 @@ from typing import TYPE_CHECKING, Self
 
 from warehouse.errors import WarehouseError
 from warehouse.objects.base import ProgressCallback, PutItem, put_each
-from warehouse.replication.outbox import failpoint
 
 if TYPE_CHECKING:
     from warehouse.objects.base import ObjectStore
@@ -32,17 +33,17 @@ class ReplicatingObjectStore:
         self.shipper = shipper
 
     def put(self, key: str, source: bytes | Path, *, content_type: str | None, sha256: str) -> str:
-        entry = self.shipper.outbox.add(
-            "object", {"key": key, "content_type": content_type, "sha256": sha256}
-        )
-        failpoint("after-outbox")
+        payload = {"key": key, "content_type": content_type, "sha256": sha256}
+        staged = self.shipper.outbox.stage([("object", payload)])
         try:
             self.local.put(key, source, content_type=content_type, sha256=sha256)
         except WarehouseError:  # the local folder refused it: there is nothing to upload
-            self.shipper.outbox.remove(entry)
+            staged.abandon()
             raise
-        failpoint("after-local")  # interrupted above: the entry stays (uploads if stored)
-        self.shipper.publish([entry])
+        except BaseException:
+            staged.close()  # cut short: shipped later only if the local copy is whole
+            raise
+        self.shipper.publish(staged.release())
         return self.remote.uri(key)
 
     def put_many(
@@ -68,9 +69,13 @@ class ReplicatingObjectStore:
 
     def delete_prefix(self, prefix: str) -> int:
         """Locally now; in S3 through the outbox (the entry goes first, as every write's)."""
-        entry = self.shipper.outbox.add("delete_objects", {"prefix": prefix})
-        count = self.local.delete_prefix(prefix)
-        self.shipper.publish([entry])
+        staged = self.shipper.outbox.stage([("delete_objects", {"prefix": prefix})])
+        try:
+            count = self.local.delete_prefix(prefix)
+        except BaseException:
+            staged.close()  # the next shipper deletes locally, then in S3
+            raise
+        self.shipper.publish(staged.release())
         return count
 
     def close(self) -> None:

@@ -2,23 +2,28 @@
 
 The one place where retries and outages are handled:
 
-1. a write adds an outbox entry first (fsync'd: the *write-ahead*), then writes the local copy
-   (:class:`ReplicatingStore`, below,
-   :class:`~warehouse.replication.objects.ReplicatingObjectStore`), then calls
-   :meth:`Shipper.publish`;
+1. a write stages an outbox entry first (fsync'd: the *write-ahead*, invisible to shippers),
+   writes the local copy, releases the entry, then calls :meth:`Shipper.publish`
+   (:class:`~warehouse.replication.store.ReplicatingStore`,
+   :class:`~warehouse.replication.objects.ReplicatingObjectStore`);
 2. ``publish`` ships older waiting entries first (for a bounded time), then the new ones, each
    attempt on a helper thread waited for at most :data:`PUBLISH_WAIT_S`: a server that accepts
    connections but never answers holds the caller (the training thread) seconds, not minutes;
-3. a server found down or hung is left alone for :data:`_DOWN_FOR_S` (and remembered by URL
-   for the whole process), so later records only queue, with one warning a minute;
+3. a server found down or hung is left alone for a while (and remembered by URL for the whole
+   process), so later records only queue, with one warning a minute;
 4. ``warehouse sync`` calls :meth:`Shipper.drain`: every entry, oldest first, exactly as
-   ``publish`` ships them. A crash between the entry and the local write is repaired here:
-   run and step entries are applied to the local store too (both writes are idempotent).
+   ``publish`` ships them.
+
+**Nothing ships before its local write is complete.** Entries become visible only once
+written locally; an entry staged by a process that died (an *orphan*) is first written
+locally from the entry by whoever ships next (:meth:`Shipper.recover`; both the local run
+write and the step append are idempotent), and only then released and shipped.
 
 Shipping is idempotent: runs carry a version (``updated_at``) and an older copy never replaces
 a newer one, samples replace their split, steps are keyed ``run_id:seq``, objects are compared
 by sha256. Shipping an entry twice, or two processes shipping the same entry, stores it once.
-The remotes are used only through the :class:`~warehouse.stores.base.Store` and
+An entry names the contract method it is replayed through (:data:`METHODS`); the remotes and
+the local store are used only through the :class:`~warehouse.stores.base.Store` and
 :class:`~warehouse.objects.base.ObjectStore` protocols.
 """
 
@@ -27,9 +32,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from warehouse.errors import (
     BackendUnavailable,
@@ -38,20 +43,10 @@ from warehouse.errors import (
     StoreUnavailable,
     WarehouseError,
 )
-from warehouse.replication.outbox import CORRUPT, Entry, Outbox, SyncReport, failpoint
+from warehouse.objects.local import sha256_of
+from warehouse.replication.outbox import CORRUPT, Entry, Outbox, SyncReport
 from warehouse.replication.remotes import Remote, Remotes, target_of, unavailable
-from warehouse.stores.base import (
-    CountQuery,
-    ExperimentBest,
-    Group,
-    GroupQuery,
-    RankQuery,
-    RunQuery,
-    SampleQuery,
-    StepRange,
-    Timeline,
-    TimelineQuery,
-)
+from warehouse.stores.base import StepRange
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -59,7 +54,6 @@ if TYPE_CHECKING:
     from warehouse.objects.base import ObjectStore, PutItem
     from warehouse.objects.local import LocalObjectStore
     from warehouse.stores.base import Store
-    from warehouse.stores.local import LocalStore
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +62,17 @@ PUBLISH_WAIT_S = 5.0
 _OPPORTUNISTIC_BUDGET_S = 2.0
 _OBJECT_BATCH = 1024  # object entries shipped together (one listing, concurrent puts)
 
+METHODS = {
+    "run": "write_runs",
+    "samples": "write_samples",
+    "steps": "write_steps",
+    "delete": "delete_runs",
+    "object": "put",
+    "delete_objects": "delete_prefix",
+}
+"""The contract method (of :class:`~warehouse.stores.base.Store` or
+:class:`~warehouse.objects.base.ObjectStore`) each kind of entry is replayed through."""
+
 
 class Shipper:
     """Ships the entries of one outbox to a remote store and/or a remote object store."""
@@ -75,7 +80,7 @@ class Shipper:
     def __init__(
         self,
         outbox: Outbox,
-        local: LocalStore,
+        local: Store,
         local_objects: LocalObjectStore,
         *,
         store: Remote | None = None,
@@ -83,7 +88,7 @@ class Shipper:
         strict: bool = False,
     ) -> None:
         self.outbox = outbox
-        self.local = local
+        self.local = local  # where an entry's local write is completed (the contract only)
         self.local_objects = local_objects
         remotes = {name: r for name, r in (("store", store), ("objects", objects)) if r}
         self.health = Remotes(remotes, outbox, strict=strict)
@@ -107,8 +112,9 @@ class Shipper:
         return self.health.open(target)
 
     def publish(self, entries: Sequence[Entry]) -> None:
-        """Ship entries just added (their local write done): older waiting ones first, then
-        these, within bounded time; what cannot ship stays in the outbox with one warning."""
+        """Ship entries just released (their local write done): older waiting ones first,
+        then these, within bounded time; what cannot ship stays in the outbox with one
+        warning."""
         if not entries:
             return
         target = target_of(entries[0].kind)
@@ -130,7 +136,8 @@ class Shipper:
     def drain(
         self, progress: Callable[[int, int], None] | None = None, *, wait: bool = True
     ) -> SyncReport | None:
-        """Ship every waiting entry, oldest first; never raises per entry.
+        """Complete the local writes of orphaned entries, then ship every waiting entry,
+        oldest first; never raises per entry.
 
         Returns None (without waiting) when ``wait`` is false and another process is draining.
         After a remote is found unreachable its remaining entries are not tried again in this
@@ -140,8 +147,9 @@ class Shipper:
         with self.outbox.locked(wait=wait) as mine:
             if not mine:
                 return None
-            entries = self.outbox.pending()
             self._local_seq.clear()
+            report.failed.extend(self.recover())
+            entries = self.outbox.pending()
             down: dict[str, BaseException] = {}
             done = 0
             i = 0
@@ -152,13 +160,16 @@ class Shipper:
                 problem = group[0].problem
                 if problem is not None:  # no server can take it: its own reason, untouched
                     report.failed.append((group[0], problem))
+                elif target not in self.remotes and not group[0].needs_local:
+                    self.outbox.remove_many(group)  # written locally; nowhere else to go
+                    report.shipped += len(group)
                 elif target in down:
                     for entry in group:
                         skipped = self.health.not_tried(target, entry)
                         self.outbox.keep(entry, skipped)
                         report.failed.append((entry, str(skipped)))
                 else:
-                    error = self._try(group, replay=True)
+                    error = self._try(group)
                     if error is None:
                         report.shipped += len(group)
                     else:  # each entry with its own reason (the one kept on it)
@@ -180,23 +191,46 @@ class Shipper:
             self.health.clear()
         return report
 
+    def recover(self) -> list[tuple[Entry, str]]:
+        """Orphans (entries staged by a writer that died, or whose local write failed):
+        complete their local write from the entry, then release them for shipping. Call it
+        holding the drain lock. Returns the entries whose local write failed again."""
+        failed: list[tuple[Entry, str]] = []
+        for staged in self.outbox.orphans():
+            with staged:
+                written = []
+                for entry in staged.entries:
+                    try:
+                        if self._write_local(entry):
+                            written.append(entry)
+                        else:
+                            self.outbox.remove(entry)
+                    except WarehouseError as exc:  # the local store still cannot take it
+                        self.outbox.keep(entry, exc)
+                        failed.append((entry, str(exc)))
+                staged.release(written)
+        return failed
+
     def close(self) -> None:
         """Close the remote connections (they reopen if the shipper is used again)."""
         self.health.close()
 
     # shipping ---------------------------------------------------------------------------------
     def _drain_some(self, budget_s: float) -> None:
-        """Ship older entries for at most ``budget_s`` (skipped if another process drains)."""
+        """Ship older entries for at most ``budget_s`` (skipped if another process drains),
+        after completing the local writes of orphans: nothing ships before it is local."""
         deadline = time.monotonic() + budget_s
         with self.outbox.locked(wait=False) as mine:
             if not mine:
                 return
+            self._local_seq.clear()
+            self.recover()
             for entry in self.outbox.iter_pending():
                 if time.monotonic() > deadline:
                     return
                 if entry.problem is not None or entry.last_error_type == "InvalidRecord":
                     continue  # needs a person: `warehouse sync` reports it
-                if self.health.is_down(target_of(entry.kind)):
+                if not self.ships(entry.kind) or self.health.is_down(target_of(entry.kind)):
                     continue
                 left = deadline - time.monotonic()
                 if isinstance(self._try_within([entry], max(left, 0.05)), BackendUnavailable):
@@ -211,7 +245,7 @@ class Shipper:
 
         def attempt() -> None:
             try:
-                outcome.append(self._try(entries, replay=False))
+                outcome.append(self._try(entries))
             finally:
                 done.set()
 
@@ -220,18 +254,18 @@ class Shipper:
             return outcome[0] if outcome else None
         return self.health.timed_out(target_of(entries[0].kind), wait_s)
 
-    def _try(self, entries: Sequence[Entry], *, replay: bool) -> BaseException | None:
+    def _try(self, entries: Sequence[Entry]) -> BaseException | None:
         """Ship entries of one kind; on success delete them, on failure keep them with the
         reason (and the remote counts as down when it is unreachable)."""
         target = target_of(entries[0].kind)
         try:
-            failures = self._ship(entries, replay)
+            failures = self._ship(entries)
         except Exception as exc:
             error = exc if isinstance(exc, WarehouseError) else self._unexpected(entries, exc)
             failures = {entry.path: error for entry in entries}
         if failures:
             first = next(iter(failures.values()))
-            if isinstance(first, BackendUnavailable):
+            if isinstance(first, BackendUnavailable) and target in self.remotes:
                 # a client's own time-out (hung) counts as when _try_within gives up
                 self.health.mark_down(target, first, hung=bool(getattr(first, "hung", False)))
             for entry in entries:
@@ -239,69 +273,85 @@ class Shipper:
                     self.outbox.keep(entry, failures[entry.path])
             self.outbox.remove_many([e for e in entries if e.path not in failures])
             return first
-        self.health.mark_up(target)
+        if target in self.remotes:
+            self.health.mark_up(target)
         self.outbox.remove_many(entries)
         return None
 
-    def _ship(self, entries: Sequence[Entry], replay: bool) -> dict[Path, BaseException]:
-        """Ship the entries; the ones that failed, each with its own error (a failure that
-        concerns them all is raised)."""
-        kind = entries[0].kind
-        if kind == "object":
-            return self._ship_objects(entries)
+    def _ship(self, entries: Sequence[Entry]) -> dict[Path, BaseException]:
+        """Ship the entries (each entry of an older version first written locally); the ones
+        that failed, each with its own error (a failure that concerns them all is raised)."""
         problem = entries[0].problem
         if problem is not None:
             raise InvalidRecord(problem)
-        if kind == "delete_objects":
-            for entry in entries:
-                self.local_objects.delete_prefix(entry.payload["prefix"])  # a replay: idempotent
-                self.health.objects().delete_prefix(entry.payload["prefix"])
-                self.outbox.remove(entry)
-            return {}
-        store = self.health.store() if "store" in self.remotes else None
+        waiting = []
         for entry in entries:
-            p = entry.payload
-            if kind == "run":
-                if replay:  # the local write may have failed, or been cut short by a crash
-                    self.local.write_runs([p["doc"]])
-                if store is not None:
-                    store.write_runs([p["doc"]])
-            elif kind == "samples":
-                if store is not None:
-                    self._ship_samples(store, entry)
-            elif kind == "delete":
-                if replay:
-                    self.local.delete_runs(p["run_ids"])
-                if store is not None:
-                    store.delete_runs(p["run_ids"])
-            elif kind == "steps":
-                if replay:  # the local append may have failed, or been cut short by a crash
-                    self._replay_steps(p["run_id"], p["experiment"], p["steps"])
-                if store is not None:
-                    store.write_steps(p["run_id"], p["experiment"], p["steps"])
+            if entry.needs_local and not self._write_local(entry):
+                self.outbox.remove(entry)  # nothing of it was stored: nothing to ship
+            else:
+                waiting.append(entry)
+        if not waiting or not self.ships(waiting[0].kind):
+            return {}
+        if waiting[0].kind == "object":
+            return self._ship_objects(waiting)
+        for entry in waiting:
+            self._send(entry)
             self.outbox.remove(entry)
         return {}
+
+    def _send(self, entry: Entry) -> None:
+        """The entry's call of the remote's contract method (:data:`METHODS`)."""
+        p = entry.payload
+        remote = self.health.open(target_of(entry.kind))
+        method = getattr(remote, METHODS[entry.kind])
+        if entry.kind == "run":
+            method([p["doc"]])
+        elif entry.kind == "samples":
+            try:
+                batches = self.local.sample_batches(p["run_id"], p["split"])
+            except NotFound:
+                # the local write never completed (the entry is staged first): the local
+                # store has no such split, and the remote gets none
+                log.info("%s were never written locally; nothing to ship", entry.describe())
+                return
+            except StoreUnavailable as exc:  # the local copy is damaged: not the remote's fault
+                raise InvalidRecord(f"{entry.describe()}: {exc}") from None
+            method(p["run_id"], p["experiment"], p["split"], _local(entry, batches))
+        elif entry.kind == "steps":
+            method(p["run_id"], p["experiment"], p["steps"])
+        elif entry.kind == "delete":
+            method(p["run_ids"])
+        elif entry.kind == "delete_objects":
+            method(p["prefix"])
+
+    def _write_local(self, entry: Entry) -> bool:
+        """Complete the entry's local write (idempotent); False when the entry names a local
+        copy that was never completed (a split, an object), so there is nothing to ship."""
+        p = entry.payload
+        if entry.kind == "run":
+            self.local.write_runs([p["doc"]])
+        elif entry.kind == "steps":
+            self._replay_steps(p["run_id"], p["experiment"], p["steps"])
+        elif entry.kind == "delete":
+            self.local.delete_runs(p["run_ids"])
+        elif entry.kind == "delete_objects":
+            self.local_objects.delete_prefix(p["prefix"])
+        elif entry.kind == "object":
+            path = self.local_objects.path_of(p["key"])
+            if not path.is_file() or sha256_of(path) != p["sha256"]:
+                log.info("object %s was never stored locally; nothing to ship", p["key"])
+                return False
+        return True
 
     def _replay_steps(self, run_id: str, experiment: str, steps: list[dict[str, Any]]) -> None:
         """Append to the local store the steps it lacks (seq numbers grow with each append)."""
         last = self._local_seq.get(run_id)
         if last is None:
-            last = self._local_seq[run_id] = self.local.last_seq(run_id)
+            last = self._local_seq[run_id] = _last_seq(self.local, run_id)
         missing = [s for s in steps if isinstance(s.get("seq"), int) and int(s["seq"]) > last]
         if missing:
             self.local.write_steps(run_id, experiment, missing)
             self._local_seq[run_id] = max(last, _max_seq(missing))
-
-    def _ship_samples(self, store: Store, entry: Entry) -> None:
-        p = entry.payload
-        try:
-            batches = self.local.sample_batches(p["run_id"], p["split"])
-        except NotFound:
-            # the process stopped before the local write (the entry goes first): there is
-            # nothing to ship, and the local store has nothing either
-            log.info("%s were never written locally; nothing to ship", entry.describe())
-            return
-        store.write_samples(p["run_id"], p["experiment"], p["split"], batches)
 
     def _ship_objects(self, entries: Sequence[Entry]) -> dict[Path, BaseException]:
         """Upload the entries' objects together; when that fails, one by one, so that each
@@ -344,150 +394,6 @@ class Shipper:
         return cls(f"shipping {entries[0].describe()} failed: {type(exc).__name__}: {exc}")
 
 
-# --- the writers' side: the Store contract made durable ---------------------------------------
-
-
-class ReplicatingStore:
-    """``local`` written first and read back; every write shipped on by ``shipper``."""
-
-    def __init__(self, local: LocalStore, shipper: Shipper) -> None:
-        self.local = local
-        self.shipper = shipper
-
-    # writes: entry, local write, ship ---------------------------------------------------------
-    def write_runs(self, docs: Sequence[dict[str, Any]]) -> None:
-        entries = [self.shipper.outbox.add("run", {"doc": doc}) for doc in docs]
-        if self._local(entries, lambda: self.local.write_runs(docs), keep=True):
-            self._ship(entries)
-
-    def write_samples(
-        self, run_id: str, experiment: str, split: str, batches: Iterable[pa.RecordBatch]
-    ) -> int:
-        entry = self.shipper.outbox.add(
-            "samples", {"run_id": run_id, "experiment": experiment, "split": split}
-        )
-        count: list[int] = []
-        self._local(
-            [entry],
-            lambda: count.append(self.local.write_samples(run_id, experiment, split, batches)),
-            keep=False,
-        )
-        self._ship([entry])
-        return count[0]
-
-    def write_steps(self, run_id: str, experiment: str, steps: Sequence[dict[str, Any]]) -> None:
-        if not steps:
-            return
-        if not self.shipper.ships("steps"):
-            # Nothing to ship them to: the local append is the whole record. An entry first
-            # would cost a JSON encoding and two fsyncs per batch (~10 us of CPU a step) to
-            # guard a window the batch was exposed to anyway while it waited in memory. Only
-            # an append that fails leaves an entry (below), for 'warehouse sync' to write.
-            try:
-                self.local.write_steps(run_id, experiment, steps)
-                return
-            except StoreUnavailable:
-                pass
-        entry = self.shipper.outbox.add(
-            "steps", {"run_id": run_id, "experiment": experiment, "steps": list(steps)}
-        )
-        if self._local(
-            [entry], lambda: self.local.write_steps(run_id, experiment, steps), keep=True
-        ):
-            self._ship([entry])
-
-    def delete_runs(self, run_ids: Sequence[str]) -> int:
-        """The deletion goes in the outbox first, the runs' waiting writes leave it (so nothing
-        comes back when it drains), then the local copy goes and the deletion ships."""
-        if not run_ids:
-            return 0
-        entry = self.shipper.outbox.add("delete", {"run_ids": list(run_ids)})
-        self.shipper.outbox.purge(run_ids)
-        count = self.local.delete_runs(run_ids)
-        self._ship([entry])
-        return count
-
-    def _local(self, entries: list[Entry], write: Callable[[], object], *, keep: bool) -> bool:
-        """The local write: True when done. A refused record takes its entries with it (there
-        is nothing to ship); with ``keep``, entries whose write failed for a reason outside the
-        record (I/O) stay in the outbox, which then holds the only copy (False). A write cut
-        short by anything else (Ctrl-C, SIGTERM, a bug) may have stored the record: its
-        entries stay, and ship (or write locally) at the next sync, idempotently."""
-        failpoint("after-outbox")
-        try:
-            write()
-        except StoreUnavailable as exc:
-            if not keep:
-                self._discard(entries)
-                raise
-            for entry in entries:
-                self.shipper.outbox.keep(entry, exc)
-            log.warning(
-                "%s — kept in the outbox (%s); run 'warehouse sync' once the local store can "
-                "be written",
-                exc,
-                self.shipper.outbox.folder,
-            )
-            if self.shipper.strict:
-                raise
-            return False
-        except WarehouseError:  # refused (InvalidRecord ...): nothing was stored
-            self._discard(entries)
-            raise
-        failpoint("after-local")
-        return True
-
-    def _ship(self, entries: list[Entry]) -> None:
-        if self.shipper.ships(entries[0].kind):
-            self.shipper.publish(entries)
-        else:  # no remote to take it: the local write was all there was to do
-            self._discard(entries)
-
-    def _discard(self, entries: list[Entry]) -> None:
-        for entry in entries:
-            self.shipper.outbox.remove(entry)
-
-    # reads: the local copy --------------------------------------------------------------------
-    def search_runs(self, query: RunQuery) -> list[dict[str, Any]]:
-        return self.local.search_runs(query)
-
-    def best_per_experiment(self, query: RankQuery) -> list[ExperimentBest]:
-        return self.local.best_per_experiment(query)
-
-    def count_by(self, query: CountQuery) -> dict[str, int]:
-        return self.local.count_by(query)
-
-    def timeline(self, query: TimelineQuery) -> Timeline:
-        return self.local.timeline(query)
-
-    def version(self) -> Hashable:
-        return self.local.version()
-
-    def search_samples(self, query: SampleQuery) -> Iterator[dict[str, Any]]:
-        return self.local.search_samples(query)
-
-    def sample_batches(
-        self, run_id: str, split: str, columns: Sequence[str] | None = None
-    ) -> Iterator[pa.RecordBatch]:
-        return self.local.sample_batches(run_id, split, columns)
-
-    def group_samples(self, query: GroupQuery) -> list[Group]:
-        return self.local.group_samples(query)
-
-    def steps(self, query: StepRange) -> Iterator[dict[str, Any]]:
-        return self.local.steps(query)
-
-    def close(self) -> None:
-        self.shipper.close()
-        self.local.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
 def _next_group(entries: Sequence[Entry], start: int) -> list[Entry]:
     """The entries shipped together from ``start``: a run of object entries (uploaded
     concurrently), else one entry."""
@@ -499,8 +405,27 @@ def _next_group(entries: Sequence[Entry], start: int) -> list[Entry]:
     return list(entries[start:end])
 
 
+def _local(entry: Entry, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The local copy's batches; damage found in it while shipping is the entry's problem,
+    never a sign that the remote is down."""
+    try:
+        yield from batches
+    except StoreUnavailable as exc:
+        raise InvalidRecord(f"{entry.describe()}: {exc}") from None
+
+
+def _last_seq(store: Store, run_id: str) -> int:
+    """The highest step ``seq`` ``store`` holds for ``run_id`` (-1: none), through the
+    contract."""
+    try:
+        seqs = (d.get("seq") for d in store.steps(StepRange(run_id=run_id, fields=("seq",))))
+        return max((int(s) for s in seqs if isinstance(s, int)), default=-1)
+    except NotFound:
+        return -1
+
+
 def _max_seq(steps: Sequence[dict[str, Any]]) -> int:
     return max((int(s["seq"]) for s in steps if isinstance(s.get("seq"), int)), default=-1)
 
 
-__all__ = ["PUBLISH_WAIT_S", "Remote", "ReplicatingStore", "Shipper", "target_of"]
+__all__ = ["METHODS", "PUBLISH_WAIT_S", "Remote", "Shipper", "target_of"]

@@ -52,13 +52,14 @@ from warehouse.stores.base import (
     TimelineQuery,
 )
 from warehouse.stores.lazy import np, pa, pc
-from warehouse.stores.local_catalog import DOC, RunCatalog
+from warehouse.stores.local_catalog import RunCatalog
 from warehouse.stores.local_docs import indices
 from warehouse.stores.local_export import CsvRows, documents, floats, from_columns
 from warehouse.stores.local_query import arrow_kinds, to_mask
 from warehouse.stores.local_samples import (
     SampleCache,
     SampleWriter,
+    check_present,
     emit_rows,
     iter_parquet,
     open_parquet,
@@ -211,7 +212,7 @@ class LocalStore:
                 projected = from_columns(table, rows, query.fields)
                 if projected is not None:
                     return projected
-            texts = self._catalog.texts(table.column(DOC), rows)
+            texts = self._catalog.texts(table, rows)
             docs = [json.loads(text) for text in texts]
         if query.fields is not None:
             return [project(doc, query.fields) for doc in docs]
@@ -302,7 +303,7 @@ class LocalStore:
             )
             best = _best_per_group(sub, "descending" if query.direction == "max" else "ascending")
             winners, picks = sub.take(indices(best)), picks[best]
-            docs = self._catalog.texts(table.column(DOC), picks)
+            docs = self._catalog.texts(table, picks)
             run_count = {name: int(n) for name, n in zip(names, counts.tolist(), strict=True)}
             return [
                 ExperimentBest(
@@ -364,6 +365,7 @@ class LocalStore:
         limit = query.limit
         with self._map_errors(f"read samples of run {query.run_id}"):
             self._require_run(query.run_id, run_dir)
+            check_present(self.home.run_file(query.run_id), run_dir, query.split)
             if query.split is not None:
                 paths = [run_dir / f"{_check_id(query.split, 'split', NotFound)}.parquet"]
             else:
@@ -432,6 +434,7 @@ class LocalStore:
         )
         with self._map_errors(f"read samples from {path}"):
             if not path.is_file():
+                check_present(self.home.run_file(run_id), path.parent, split)
                 raise NotFound(
                     f"run {run_id} has no {split!r} samples in the local store at {self.home.root}",
                     run_id=run_id,

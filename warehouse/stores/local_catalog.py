@@ -1,209 +1,297 @@
 """The local store's run catalog: every run document flattened to typed columns, kept fast.
 
 The truth is ``runs/<run_id>.json``. Reading 10,000 of those takes most of a second, so
-queries read a compacted index in ``catalog/``::
+queries read a compacted index in ``catalog/`` (its files, and how each is checked, are in
+:mod:`~warehouse.stores.local_catalog_files`; the table's columns in
+:mod:`~warehouse.stores.local_table`): ``runs.arrow`` memory-mapped, so a view pays only for
+the columns it touches, plus the runs journaled since the last compaction. The merged table
+is cached, keyed by the stat of ``runs.parquet``, the journal and ``runs/``: a warm query
+costs three ``os.stat`` calls, and after a write only the new journal lines are read.
 
-    runs.parquet   one row per run: dotted columns (metrics.val.acc, params.model.C, ...)
-                   plus ``_doc``, the run's JSON text as stored
-    runs.arrow     the same table as an uncompressed Arrow IPC file, written beside it at
-                   each compaction (same ``warehouse_generation`` in both schemas' metadata)
-    journal        ids of runs written since the last compaction, one per line, append-only
-    lock           flock'd exclusively by writers appending to the journal, by compaction
-                   (briefly, see below) and by a reader loading, so no one sees half a change
-    compact.lock   held by the one background compaction running (``local_compaction.py``)
+**Readers never write and never block each other.** A reader takes the catalog's lock
+shared (writers take it exclusively, briefly: to journal a run, or to install a compaction),
+so any number of queries run at once, on a read-only folder too. A reader that finds no
+catalog, a stale one or a damaged one builds what it needs in memory from the run files,
+and says which file is damaged and how to mend it; it never stores anything.
 
-A reader memory-maps ``runs.arrow`` (when its generation is that of ``runs.parquet``; else
-it reads the Parquet file) plus the journaled run files, and keeps the merged table, keyed
-by the stat of ``runs.parquet``, the journal and ``runs/``. Mapped, a column costs memory and
-time only when a view touches it: a leaderboard reads four columns and the documents of its
-winners, never the other columns nor the other runs' ``_doc``. Runs journaled since the last
-compaction replace their rows as zero-copy slices of the mapped table plus a small table of
-the new rows. A warm query costs three ``os.stat`` calls, and after a write only the new
-journal lines are read. Compaction (rewrite ``runs.arrow`` and ``runs.parquet``, drop the
-folded journal lines) runs on demand (``compact()``, inline), and in a detached background
-process once the journal passes ``compact_after`` entries: the writer never waits for it,
-and it holds the lock only to note what it folds and to install the result
-(:mod:`~warehouse.stores.local_compaction`). A catalog
-written before ``runs.arrow`` existed is read from Parquet until the next compaction. A
-missing, unreadable or outdated catalog is rebuilt from ``runs/*.json``; run files changed
-in place by hand are seen after ``LocalStore.compact(rebuild=True)``.
+**The journal stays short.** A writer whose journal line crosses ``compact_after`` starts a
+compaction in a detached background process (:mod:`~warehouse.stores.local_compaction`; one
+at a time, backing off after failures) and never waits for it. Should the journal still reach
+twice that (compactions failing, or not keeping up), the writer compacts itself, so no query
+ever reads an unbounded journal. A compaction runs in three phases (:meth:`RunCatalog.compact`):
+it notes the base and the journal under the writers' lock, builds the new files without it,
+and installs them under it, unless someone compacted meanwhile; a crash at any point leaves
+a readable catalog.
 
 The run files are the truth, and the catalog is checked against them whenever it is loaded:
 the names in ``runs/`` (one directory listing) must be the catalog's run ids. A run file the
-catalog lacks (a lost or truncated journal) is read and added, a run whose file is gone is
+catalog lacks (a lost or damaged journal line) is read and added, a run whose file is gone is
 dropped, with a warning; compaction does the same check first, so it never drops a run that
 is in ``runs/``. Compaction records the stat of ``runs/`` it took before listing it; a reader
-that finds ``runs/`` with that stat skips the listing (nothing was added, removed or replaced
-since; 100k runs: ~150 ms saved). A run file created within the same tick of the file
-system's clock as that stat, by a writer that then died before journaling it, is found at
-the next change of ``runs/``.
-
-Reading never needs to write: a reader that finds no catalog, or a stale one, builds it in
-memory, and stores it for the next reader only if it can (a full disk, a read-only folder
-or no permission leave the files as they are, and the query is answered all the same).
-
-Column types are unified over all runs: a column whose values are all numbers is DOUBLE, all
-booleans BOOLEAN, otherwise text; ``tags``/``invalid_metrics``/``overrides`` are lists of
-text; ``started_at``/``ended_at``/``heartbeat_at``/``git.committed_at`` are UTC timestamps.
-``config``, ``environment``, ``artifacts`` and ``error.traceback`` are kept only in ``_doc``.
+that finds ``runs/`` with that stat skips the listing (100k runs: ~150 ms saved). Run files
+changed in place by hand are seen after ``LocalStore.compact(rebuild=True)``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import json
 import logging
-import math
 import os
-import re
 import threading
 import time
-import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from warehouse.errors import WarehouseError
-from warehouse.files import write_all
-from warehouse.stores import local_compaction
-from warehouse.stores.lazy import np, pa, pc, pq
-from warehouse.stores.local_docs import MappedFile, texts
-from warehouse.stores.local_samples import read_parquet
-from warehouse.values import parse_time
+from warehouse.errors import StoreUnavailable, WarehouseError
+from warehouse.stores.lazy import np, pa
+from warehouse.stores.local_catalog_files import (
+    LISTED,
+    Base,
+    CatalogFiles,
+    Journal,
+    Pending,
+    StatKey,
+    start_compaction,
+    stat,
+)
+from warehouse.stores.local_docs import texts
+from warehouse.stores.local_table import DOC, build_table, flatten_run, merge
 
 log = logging.getLogger(__name__)
 
-CATALOG_VERSION = b"1"
-GENERATION = b"warehouse_generation"  # the same in runs.parquet and runs.arrow
-LISTED = b"warehouse_runs_listed"  # the stat of runs/ taken before the listing it holds
-DOC = "_doc"
-LISTS = frozenset({"tags", "invalid_metrics", "overrides"})
-TIMESTAMPS = frozenset({"started_at", "ended_at", "heartbeat_at", "git.committed_at"})
-_SKIP = frozenset({"config", "environment", "artifacts", "error.traceback"})
-_StatKey = tuple[int, int, int] | None
-_Key = tuple[_StatKey, _StatKey, _StatKey]
+JOURNAL_CAP = 2
+"""The journal never holds more than ``JOURNAL_CAP * compact_after`` lines after a write."""
 _JOURNAL_LAG_S = 10.0  # a run file this fresh may be one whose writer is journaling it now
+_RESCAN_SLACK_NS = 2_000_000_000  # clocks of file times and of time.time_ns() may differ
+
+
+@dataclass
+class Fold:
+    """What one compaction folds (noted by :meth:`RunCatalog.fold_begin`)."""
+
+    base_key: StatKey  # the stat of runs.parquet it starts from
+    base: Base | None  # that base, read (None: none, damaged or outdated: rebuild)
+    journal: Journal  # the journal's complete lines folded
+    built_ns: int  # when it began: a run written since is in the journal
+    pending: Pending | None = None  # the new files, written by fold_build
+
+
+@dataclass
+class _Rows:
+    """A base table plus the rows read from run files since (None: file gone or corrupt)."""
+
+    base: pa.Table | None = None
+    delta: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    unreadable: set[str] = field(default_factory=set)  # run files found damaged
+    listed: StatKey = None  # the stat of runs/ taken before listing it
 
 
 class RunCatalog:
     """The merged, cached run table of one warehouse folder (see the module docstring)."""
 
     def __init__(self, home: Path, compact_after: int = 500) -> None:
-        self.runs_dir = home / "runs"
-        self.dir = home / "catalog"
-        self.path = self.dir / "runs.parquet"
-        self.arrow_path = self.dir / "runs.arrow"
-        self.journal = self.dir / "journal"
+        self.files = CatalogFiles(home)
+        self.runs_dir = self.files.runs
+        self.dir = self.files.dir
         self.compact_after = compact_after
         self._mutex = threading.Lock()
-        self._key: _Key | None = None
+        self._key: tuple[StatKey, StatKey, StatKey] | None = None
         self._table: pa.Table | None = None
-        self._base: pa.Table | None = None
-        self._base_key: _StatKey = None
+        self._base: Base | None = None
+        self._base_key: StatKey = None
+        self._rows = _Rows()
         self._journal_ino: int | None = None
         self._offset = 0
-        self._delta: dict[str, dict[str, Any] | None] = {}
-        self._unreadable: set[str] = set()  # run files found damaged at the last load
-        self._listed: _StatKey = None  # stat of runs/ before the last listing of it
-        self._mapped: MappedFile | None = None  # runs.arrow, once mapped
 
     # writers ------------------------------------------------------------------------------
     def record(self, run_ids: Sequence[str]) -> None:
-        """Journal the ids of run files just written; when the journal is long, start a
-        compaction in the background (:mod:`~warehouse.stores.local_compaction`): the
-        writer never waits for one."""
+        """Journal the ids of run files just written; keep the journal short (see the module
+        docstring): the writer waits for nothing unless compactions fall behind."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        data = "".join(f"{run_id}\n" for run_id in run_ids).encode()
-        with self._mutex, self._locked():
-            fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        with self._mutex, self.files.locked(shared=False):
+            self.files.append(run_ids)
+            lines = self.files.lines()
+        if lines >= JOURNAL_CAP * self.compact_after:
             try:
-                write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            long = self.journal.read_bytes().count(b"\n") >= self.compact_after
-        if long:
-            local_compaction.start(self.dir)
+                self.compact()
+            except (OSError, WarehouseError, pa.ArrowException) as exc:  # the run is written
+                log.warning("cannot compact the run catalog in %s (%s)", self.dir, exc)
+        elif lines >= self.compact_after:
+            start_compaction(self.dir)
 
-    def compact(self, rebuild: bool = False) -> None:
-        """Fold the journal into ``runs.parquet`` now (``rebuild``: rescan every run file)."""
+    def compact(self, rebuild: bool = False) -> bool:
+        """Fold the journal into the catalog now (``rebuild``: rescan every run file), in
+        the three phases of the module docstring; True once installed (a compaction that
+        overtook this one is waited for and this one tried again, twice)."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        with self._mutex, self._locked():
-            if rebuild:
-                self._rebuild_locked(persist=True)
-            else:
-                self._compact_locked()
+        for _ in range(3):
+            fold = self.fold_begin(rebuild=rebuild)
+            try:
+                self.fold_build(fold)
+                if self.fold_install(fold):
+                    return True
+            finally:
+                self.files.discard(fold.pending)
+        return False
+
+    def fold_begin(self, *, rebuild: bool = False) -> Fold:
+        """Under the writers' lock: note the base and the journal's complete lines."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with self.files.locked(shared=False):
+            key = stat(self.files.parquet)
+            base = None
+            if not rebuild and key is not None:
+                try:
+                    base = self.files.read_base()
+                except StoreUnavailable as exc:
+                    log.warning("%s; rebuilding it from %s", exc, self.runs_dir)
+                if base is not None and not base.current:
+                    base = None  # of an earlier version: rebuilt whole
+            journal = self.files.read_journal()
+            began = time.time_ns()
+        return Fold(key, base, journal, began)
+
+    def fold_build(self, fold: Fold) -> None:
+        """Without a lock: the new table, written beside the live files."""
+        if fold.base is None or fold.journal.damaged:
+            rows = self._all_rows()
+        else:
+            rows = _Rows(fold.base.table)
+            for run_id in fold.journal.run_ids:
+                rows.delta[run_id] = self._read_run(run_id)
+            self._reconcile(rows)  # never compact away a run that is in runs/
+        meta = {}
+        if rows.listed is not None and not rows.unreadable:
+            meta[LISTED] = json.dumps(rows.listed).encode()
+        fold.pending = self.files.write(merge(rows.base, rows.delta), meta, fold.built_ns)
+
+    def fold_install(self, fold: Fold) -> bool:
+        """Under the writers' lock: put the new files in place and cut the folded lines from
+        the journal, unless the base or the journal changed hands since :meth:`fold_begin`."""
+        assert fold.pending is not None
+        with self.files.locked(shared=False):
+            try:
+                st = os.stat(self.files.journal)
+                ino, size = st.st_ino, st.st_size
+            except FileNotFoundError:
+                ino, size = None, 0
+            journal = fold.journal
+            if stat(self.files.parquet) != fold.base_key or (
+                journal.ino is not None and (ino != journal.ino or size < journal.size)
+            ):
+                log.info("the run catalog in %s was compacted meanwhile; dropping", self.dir)
+                return False
+            self.files.install(fold.pending)
+            fold.pending = None
+            if journal.size:
+                self.files.cut_journal(journal.size)
+        return True
 
     # readers ------------------------------------------------------------------------------
     def table(self) -> pa.Table | None:
-        """Every run as one row (None when the warehouse holds no run yet). Never needs to
-        write: see the module docstring."""
-        key = self._stat_key()
+        """Every run as one row (None when the warehouse holds no run yet). Never writes."""
+        key = self.files.stat_key()
         if key == self._key:
             return self._table
         with self._mutex:
             if not self.dir.exists() and not _has_json(self.runs_dir):
                 return None
-            with self._locked(create=False):
-                self._load_locked()
-                self._key = self._stat_key()
+            with self.files.locked(shared=True):
+                self._load()
+                self._key = self.files.stat_key()
             return self._table
 
-    def texts(self, column: pa.ChunkedArray, rows: np.ndarray) -> list[str]:
-        """``column`` (``_doc``) at ``rows``, read from the file, not through the mapping
-        (:mod:`~warehouse.stores.local_docs`)."""
-        return texts(column, rows, self._mapped)
+    def texts(self, table: pa.Table, rows: np.ndarray) -> list[str]:
+        """The ``_doc`` texts of ``table`` at ``rows``, read from the mapped file with
+        ``pread`` and checked (:func:`~warehouse.stores.local_docs.texts`)."""
+        mapped = self._base.mapped if self._base is not None else None
+        return texts(table, rows, mapped, self.files.arrow, self.runs_dir)
 
-    def version(self) -> tuple[_StatKey, _StatKey]:
-        """What changes whenever a run file is written, replaced or removed: the stat of the
-        journal (every write appends to it) and of ``runs/`` (two ``os.stat`` calls, nothing
-        read). Folding the journal changes it too (a compaction, or the first reader of a
-        warehouse without a catalog storing the one it built)."""
-        return (_stat(self.journal), _stat(self.runs_dir))
-
-    def _stat_key(self) -> _Key:
-        return (_stat(self.path), _stat(self.journal), _stat(self.runs_dir))
+    def version(self) -> tuple[StatKey, StatKey, StatKey]:
+        """What changes whenever a run file is written, replaced or removed, or a compaction
+        installs a new base: the stat of ``runs.parquet``, the journal (every write appends to
+        it) and ``runs/`` (three ``os.stat`` calls, nothing read)."""
+        return self.files.stat_key()
 
     def clear(self) -> None:
         """Forget the in-memory table (the files stay)."""
         with self._mutex:
             self._key, self._table, self._base, self._base_key = None, None, None, None
-            self._delta, self._offset, self._journal_ino = {}, 0, None
+            self._rows, self._offset, self._journal_ino = _Rows(), 0, None
 
-    # internals (all called with the flock held) -------------------------------------------
-    def _load_locked(self) -> None:
-        base_key = _stat(self.path)
+    # internals (readers: called with the shared lock held) --------------------------------
+    def _load(self) -> None:
+        base_key = stat(self.files.parquet)
         if base_key is None or base_key != self._base_key:
-            base = self._read_catalog() if base_key is not None else None
+            try:
+                base = self.files.read_base()
+            except StoreUnavailable as exc:
+                log.warning("%s", exc)
+                base = None
             if base is None and (base_key is not None or _has_json(self.runs_dir)):
-                self._rebuild_locked(persist=False)
+                self._in_memory()
                 return
-            self._set_base(base)
-        self._read_journal_tail()
-        self._reconcile()
-        self._table = _merge(self._base, self._delta)
+            self._base, self._base_key = base, base_key
+            self._rows = _Rows(base.table if base is not None else None)
+            self._offset, self._journal_ino = 0, None
+        journal = self.files.read_journal(self._journal_ino, self._offset)
+        if journal.ino != self._journal_ino or self._offset > journal.size:
+            self._rows.delta = {}  # another journal file: read it whole (read_journal did)
+        self._journal_ino, self._offset = journal.ino, journal.size
+        for run_id in journal.run_ids:
+            self._rows.delta[run_id] = self._read_run(run_id)
+        if journal.damaged:
+            self._rescan(journal.damaged)
+        self._reconcile(self._rows)
+        self._table = merge(self._rows.base, self._rows.delta)
 
-    def _reconcile(self) -> None:
-        """Make the catalog hold exactly the runs of ``runs/`` (the truth): run files it
-        lacks are read into the delta, runs whose file is gone are dropped from it.
+    def _in_memory(self) -> None:
+        """No usable stored catalog: every run file read, kept in memory (never stored: a
+        reader does not write; the next compaction stores one)."""
+        journal = self.files.read_journal()
+        self._rows = self._all_rows()
+        self._base, self._base_key = None, None
+        self._journal_ino, self._offset = journal.ino, journal.size
+        self._table = merge(self._rows.base, self._rows.delta)
 
-        A compaction records the stat of ``runs/`` it took before listing it: while ``runs/``
-        still has that stat (no file added, removed or replaced since), the listing would
-        say what the catalog holds, and is skipped (100k runs: ~150 ms)."""
-        listed = _stat(self.runs_dir)
-        if listed is not None and listed == _listed_key(self._base):
-            self._listed = listed
+    def _rescan(self, damaged: int) -> None:
+        """Damaged journal lines name runs no one can tell: every run file written since the
+        base was built is read again."""
+        since = (self._base.built_ns if self._base is not None else 0) - _RESCAN_SLACK_NS
+        found = 0
+        try:
+            with os.scandir(self.runs_dir) as entries:
+                for entry in entries:
+                    if entry.name.endswith(".json") and entry.stat().st_mtime_ns >= since:
+                        run_id = entry.name[: -len(".json")]
+                        self._rows.delta[run_id] = self._read_run(run_id)
+                        found += 1
+        except FileNotFoundError:
+            pass  # no run file at all: the journal named none that is there
+        log.warning(
+            "skipped %d damaged line(s) of the run journal %s; the %d run file(s) written "
+            "since the last compaction were read instead. Run 'warehouse compact' to fold "
+            "them and drop the damaged lines",
+            damaged,
+            self.files.journal,
+            found,
+        )
+
+    def _reconcile(self, rows: _Rows) -> None:
+        """Make ``rows`` hold exactly the runs of ``runs/`` (the truth): run files it lacks
+        are read into the delta, runs whose file is gone are dropped from it. Skipped while
+        ``runs/`` has the stat the base's compaction recorded before listing it."""
+        listed = stat(self.runs_dir)
+        rows.listed = listed
+        if listed is not None and listed == _listed_key(rows.base):
             return
-        self._listed = listed
         files = _run_ids(self.runs_dir)
-        known = {r for r, row in self._delta.items() if row is not None}
-        if self._base is not None and self._base.num_rows:
-            base_ids = self._base.column("run_id").to_pylist()
-            known.update(r for r in base_ids if r not in self._delta)
-        missing = files - known - self._unreadable
+        known = {r for r, row in rows.delta.items() if row is not None}
+        if rows.base is not None and rows.base.num_rows:
+            known.update(r for r in rows.base.column("run_id").to_pylist() if r not in rows.delta)
+        missing = files - known - rows.unreadable
         gone = known - files
         if not missing and not gone:
             return
@@ -212,12 +300,12 @@ class RunCatalog:
         for run_id in sorted(missing):
             row = self._read_run(run_id)
             if row is None:
-                self._unreadable.add(run_id)
+                rows.unreadable.add(run_id)
             elif _mtime(self.runs_dir / f"{run_id}.json") < settled:
                 found += 1  # not a run whose writer is about to journal it
-            self._delta[run_id] = row
+            rows.delta[run_id] = row
         for run_id in gone:
-            self._delta[run_id] = None
+            rows.delta[run_id] = None
         if found or gone:
             log.warning(
                 "the run catalog in %s disagreed with %s: %d run file(s) it lacked were "
@@ -229,150 +317,19 @@ class RunCatalog:
                 len(gone),
             )
 
-    def _set_base(self, base: pa.Table | None) -> None:
-        self._base, self._base_key = base, _stat(self.path)
-        self._delta, self._offset, self._journal_ino = {}, 0, None
-
-    def _read_journal_tail(self) -> None:
-        try:
-            with open(self.journal, "rb") as journal:
-                st = os.fstat(journal.fileno())
-                if st.st_ino != self._journal_ino or st.st_size < self._offset:
-                    self._delta, self._offset, self._journal_ino = {}, 0, st.st_ino
-                journal.seek(self._offset)
-                data = journal.read()
-        except FileNotFoundError:
-            return
-        complete = data[: data.rfind(b"\n") + 1]
-        self._offset += len(complete)
-        damaged = 0
-        for run_id in dict.fromkeys(complete.decode("utf-8", errors="replace").split()):
-            if _RUN_ID.fullmatch(run_id):
-                self._delta[run_id] = self._read_run(run_id)
-            else:
-                damaged += 1
-        if damaged:
-            log.warning(
-                "skipped %d damaged line(s) of the run journal %s; the runs they named are "
-                "found again by 'warehouse compact --rebuild'",
-                damaged,
-                self.journal,
-            )
-
-    def _compact_locked(self) -> None:
-        if _stat(self.path) is None or self._base_key != _stat(self.path):
-            base = self._read_catalog() if _stat(self.path) is not None else None
-            if base is None:
-                self._rebuild_locked(persist=True)
-                return
-            self._set_base(base)
-        self._read_journal_tail()
-        self._reconcile()  # never compact away a run that is in runs/
-        self._write_locked(_merge(self._base, self._delta), persist=True)
-
-    def _rebuild_locked(self, *, persist: bool) -> None:
-        self._write_locked(self._build_all(), persist=persist)
-
-    def _build_all(self) -> pa.Table:
-        """The catalog table read from every run file."""
-        rows: list[dict[str, Any]] = []
-        self._unreadable = set()
-        self._listed = _stat(self.runs_dir)
+    def _all_rows(self) -> _Rows:
+        """Every run file read (a rebuild)."""
+        rows = _Rows(listed=stat(self.runs_dir))
+        read = []
         for run_id in sorted(_run_ids(self.runs_dir)):
             row = self._read_run(run_id)
             if row is None:
-                self._unreadable.add(run_id)
+                rows.unreadable.add(run_id)
             else:
-                rows.append(row)
-        log.info("rebuilt the run catalog of %s from %d run files", self.runs_dir, len(rows))
-        return build_table(rows)
-
-    def _write_locked(self, table: pa.Table | None, *, persist: bool) -> None:
-        """Store ``table`` as the catalog and empty the journal (``runs.arrow``, then
-        ``runs.parquet``: a reader between the two finds different generations and reads
-        the Parquet file); the inline compaction of ``compact()`` and of readers.
-        ``persist=False`` (a reader): if it cannot be stored, for whatever reason, it is kept
-        in memory and the query goes on."""
-        stem = f"{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-        tmp, tmp_arrow = self.dir / f".runs.{stem}", self.dir / f".arrow.{stem}"
-        try:
-            if persist:
-                self.dir.mkdir(parents=True, exist_ok=True)
-            generation = local_compaction.store_tmp(self, table, tmp_arrow, tmp)
-            os.replace(tmp_arrow, self.arrow_path)
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            if persist and not _read_only(exc):
-                raise
-            log.warning("cannot store the run catalog in %s (%s); kept in memory", self.dir, exc)
-            self._base, self._delta = local_compaction.stamped(self, table), {}
-            self._base_key = None  # another process may store it: read it then
-            self._table = self._base
-            return
-        finally:
-            for path in (tmp, tmp_arrow):
-                with contextlib.suppress(OSError):
-                    path.unlink(missing_ok=True)
-        if self.journal.exists():
-            os.truncate(self.journal, 0)
-        mapped = self._open_arrow(generation)  # the pages, not a copy of them, stay
-        self._set_base(
-            mapped if mapped is not None else local_compaction.stamped(self, table, generation)
-        )
-        self._table = self._base
-        self._key = self._stat_key()
-
-    def _read_catalog(self) -> pa.Table | None:
-        """The stored catalog: ``runs.arrow`` mapped when it is of the generation of
-        ``runs.parquet`` (whose footer alone is read then), else the Parquet file read."""
-        try:
-            schema = pq.read_schema(self.path)
-        except FileNotFoundError:
-            return None
-        except Exception as exc:  # a damaged footer fails in many ways
-            log.warning("run catalog %s is unreadable (%s); rebuilding it", self.path, exc)
-            return None
-        meta = schema.metadata or {}
-        if meta.get(b"warehouse_catalog") != CATALOG_VERSION or "run_id" not in schema.names:
-            log.info("run catalog %s is from another version; rebuilding it", self.path)
-            return None
-        generation = meta.get(GENERATION)
-        mapped = self._open_arrow(generation) if generation else None
-        if mapped is not None:
-            return mapped
-        try:
-            table = read_parquet(self.path)
-        except FileNotFoundError:
-            return None
-        except (pa.ArrowException, OSError, WarehouseError) as exc:
-            log.warning("run catalog %s is unreadable (%s); rebuilding it", self.path, exc)
-            return None
-        meta = table.schema.metadata or {}
-        if meta.get(b"warehouse_catalog") != CATALOG_VERSION or "run_id" not in table.schema.names:
-            log.info("run catalog %s is from another version; rebuilding it", self.path)
-            return None
-        return table.combine_chunks()
-
-    def _open_arrow(self, generation: bytes | None) -> pa.Table | None:
-        """``runs.arrow`` memory-mapped (no byte of a column is read before it is used), or
-        None when it is missing, damaged or of another generation than ``generation``."""
-        try:
-            mapped = MappedFile(self.arrow_path)
-            with pa.ipc.open_file(pa.BufferReader(mapped.buffer)) as reader:
-                meta = reader.schema.metadata or {}
-                if generation is None or meta.get(GENERATION) != generation:
-                    return None
-                table = reader.read_all()
-            table.validate()  # sizes and offsets of the buffers, not their values
-            self._mapped = mapped
-        except FileNotFoundError:
-            return None
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            log.info(
-                "run catalog %s is unreadable (%s); reading the Parquet file", self.arrow_path, exc
-            )
-            return None
-        return table if "run_id" in table.schema.names else None
+                read.append(row)
+        log.info("read the run catalog of %s from %d run files", self.runs_dir, len(read))
+        rows.base = build_table(read)
+        return rows
 
     def _read_run(self, run_id: str) -> dict[str, Any] | None:
         path = self.runs_dir / f"{run_id}.json"
@@ -394,131 +351,8 @@ class RunCatalog:
             return None
         return flatten_run(doc, text)
 
-    @contextmanager
-    def _locked(self, *, create: bool = True) -> Iterator[None]:
-        """The catalog's flock. Writers create the lock file; a reader (``create=False``)
-        only opens it: where it does not exist, no writer ever held it."""
-        try:
-            if not create:
-                raise FileNotFoundError
-            fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:  # a reader, or read-only, no permission, a full disk ...
-            try:
-                fd = os.open(self.dir / "lock", os.O_RDONLY)
-            except OSError:
-                yield
-                return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the lock
 
-
-_RUN_ID = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,199}")  # as run file names allow
-
-
-def flatten_run(doc: dict[str, Any], text: str) -> dict[str, Any]:
-    """One run document as ``{dotted.column: scalar}`` plus ``_doc`` (its JSON text)."""
-    row: dict[str, Any] = {DOC: text}
-    _walk(doc, "", row)
-    return row
-
-
-def _walk(node: dict[str, Any], prefix: str, row: dict[str, Any]) -> None:
-    for key, value in node.items():
-        name = f"{prefix}{key}"
-        if name in _SKIP:
-            continue
-        if isinstance(value, dict):
-            _walk(value, f"{name}.", row)
-        elif isinstance(value, list):
-            if name in LISTS:
-                row[name] = [_text(v) for v in value if v is not None]
-        else:
-            row[name] = value
-
-
-def build_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
-    """Rows of flattened runs as one table, each column's type unified over the rows."""
-    names: dict[str, None] = {"run_id": None, DOC: None}
-    for row in rows:
-        names.update(dict.fromkeys(row))
-    return pa.table({name: _column(name, [r.get(name) for r in rows]) for name in names})
-
-
-def _column(name: str, values: list[Any]) -> pa.Array:
-    if name in (DOC, "run_id"):
-        return pa.array(values, pa.string())
-    if name in LISTS:
-        return pa.array([v if isinstance(v, list) else None for v in values], pa.list_(pa.string()))
-    if name in TIMESTAMPS:
-        return pa.array([parse_time(v) for v in values], pa.timestamp("us", tz="UTC"))
-    present = [v for v in values if v is not None]
-    if not present:
-        return pa.nulls(len(values))
-    if all(isinstance(v, bool) for v in present):
-        return pa.array(values, pa.bool_())
-    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
-        return pa.array([_finite(v) for v in values], pa.float64())
-    return pa.array([None if v is None else _text(v) for v in values], pa.string())
-
-
-def _merge(base: pa.Table | None, delta: dict[str, dict[str, Any] | None]) -> pa.Table | None:
-    """``base`` with the journaled runs replaced (or removed: None = file gone or corrupt).
-    The rows of ``base`` that stay are zero-copy slices of it: a mapped catalog stays mapped."""
-    if not delta:
-        return base
-    parts = []
-    if base is not None and base.num_rows:
-        changed = pa.array(list(delta), pa.string())
-        hit = pc.is_in(base.column("run_id"), value_set=changed)
-        holes = np.flatnonzero(hit.to_numpy(zero_copy_only=False))
-        start = 0
-        for row in holes.tolist():
-            if row > start:
-                parts.append(base.slice(start, row - start))
-            start = row + 1
-        if start < base.num_rows:
-            parts.append(base.slice(start))
-    rows = [row for row in delta.values() if row is not None]
-    if rows:
-        parts.append(build_table(rows))
-    return _concat(parts) if parts else build_table([])
-
-
-def _concat(tables: list[pa.Table]) -> pa.Table:
-    """Tables stacked; a column typed differently in two tables becomes text."""
-    if len(tables) == 1:
-        return tables[0]
-    types: dict[str, pa.DataType] = {}
-    for table in tables:
-        for f in table.schema:
-            seen = types.get(f.name)
-            if seen is None or pa.types.is_null(seen):
-                types[f.name] = f.type
-            elif seen != f.type and not pa.types.is_null(f.type):
-                types[f.name] = pa.string()
-    aligned = []
-    for table in tables:
-        names = table.schema.names
-        columns = {
-            name: (
-                (
-                    table.column(name)
-                    if table.schema.field(name).type == typ
-                    else table.column(name).cast(typ)
-                )
-                if name in names
-                else pa.nulls(table.num_rows, typ)
-            )
-            for name, typ in types.items()
-        }
-        aligned.append(pa.table(columns))
-    return pa.concat_tables(aligned)
-
-
-def _listed_key(base: pa.Table | None) -> _StatKey:
+def _listed_key(base: pa.Table | None) -> StatKey:
     """The stat of ``runs/`` recorded in ``base`` by the compaction that wrote it."""
     text = (base.schema.metadata or {}).get(LISTED) if base is not None else None
     try:
@@ -528,33 +362,6 @@ def _listed_key(base: pa.Table | None) -> _StatKey:
     if isinstance(ino, int) and isinstance(mtime, int) and isinstance(size, int):
         return (ino, mtime, size)
     return None
-
-
-def _finite(value: float | None) -> float | None:
-    if value is None or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def _stat(path: Path) -> _StatKey:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
-
-
-def _read_only(exc: OSError) -> bool:
-    """Whether ``exc`` says the warehouse may be read but not written."""
-    return isinstance(exc, PermissionError) or exc.errno == errno.EROFS
 
 
 def _mtime(path: Path) -> float:
@@ -583,3 +390,6 @@ def _has_json(folder: Path) -> bool:
             return any(e.name.endswith(".json") and not e.name.startswith(".") for e in entries)
     except FileNotFoundError:
         return False
+
+
+__all__ = ["DOC", "JOURNAL_CAP", "Fold", "RunCatalog"]

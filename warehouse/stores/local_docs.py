@@ -17,6 +17,7 @@ import os
 import weakref
 from pathlib import Path
 
+from warehouse.errors import StoreUnavailable
 from warehouse.stores.lazy import np, pa
 
 
@@ -38,6 +39,29 @@ class MappedFile:
         return buffer is not None and self.start <= buffer.address < self.end
 
 
+def damaged(path: Path, reason: str) -> StoreUnavailable:
+    """The error (or warning) for a catalog file whose bytes are not what was written."""
+    return StoreUnavailable(
+        f"local store: the run catalog file {path} is damaged ({reason}); queries answer from "
+        f"the run files meanwhile (slower). Run 'warehouse compact --rebuild' to rebuild it",
+        path=str(path),
+    )
+
+
+def _from_run_file(table: pa.Table, row: int, path: Path, runs: Path) -> str:
+    """The document of ``row`` read from its run file, its copy in ``path`` being damaged."""
+    import logging
+
+    run_id = table.column("run_id")[row].as_py()
+    problem = damaged(path, f"the document of run {run_id} is not the one written")
+    try:
+        text = (runs / f"{run_id}.json").read_text("utf-8")
+    except (OSError, UnicodeDecodeError, TypeError):
+        raise problem from None
+    logging.getLogger(__name__).warning("%s; read %s instead", problem, runs / f"{run_id}.json")
+    return text
+
+
 def indices(rows: np.ndarray) -> pa.Array:
     """Row numbers as an Arrow int64 array, zero-copy (``pa.array`` of a numpy array would
     make pyarrow import pandas to check whether it is a pandas object)."""
@@ -45,9 +69,20 @@ def indices(rows: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(rows)])
 
 
-def texts(column: pa.ChunkedArray, rows: np.ndarray, mapped: MappedFile | None) -> list[str]:
-    """The strings of ``column`` at ``rows``: those in ``mapped`` read with ``os.pread``,
-    the others (runs journaled since the compaction, in memory) taken as usual."""
+def texts(
+    table: pa.Table, rows: np.ndarray, mapped: MappedFile | None, path: Path, runs: Path
+) -> list[str]:
+    """The ``_doc`` texts of ``table`` at ``rows``: those in ``mapped`` (the file ``path``)
+    read with ``os.pread`` and checked against their CRC-32 (``_doc_crc``), the others (runs
+    journaled since the compaction, in memory) taken as usual. A text whose bytes are not
+    the ones written is read from its run file in ``runs`` instead, with a warning naming
+    the damaged file and the remedy (an error when the run file cannot be read either)."""
+    from zlib import crc32
+
+    from warehouse.stores.local_table import DOC, DOC_CRC
+
+    column = table.column(DOC)
+    crcs = table.column(DOC_CRC) if DOC_CRC in table.schema.names else None
     rows = np.asarray(rows, dtype=np.int64)
     out: list[str] = [""] * len(rows)
     bounds = np.cumsum([0, *(len(c) for c in column.chunks)])
@@ -68,13 +103,23 @@ def texts(column: pa.ChunkedArray, rows: np.ndarray, mapped: MappedFile | None) 
             offsets = np.frombuffer(buffers[1], dtype=np.int32)  # a view: only these pages
             begin, end = offsets[local + chunk.offset], offsets[local + chunk.offset + 1]
             where = buffers[2].address - mapped.start
-            found = [
-                os.pread(mapped.fd, int(e - b), where + int(b)).decode("utf-8")
+            raw = [
+                os.pread(mapped.fd, int(e - b), where + int(b))
                 for b, e in zip(begin.tolist(), end.tolist(), strict=True)
             ]
+            expected = (
+                crcs.take(indices(rows[at])).to_pylist() if crcs is not None else [None] * len(raw)
+            )
+            found = []
+            for data, crc, row in zip(raw, expected, rows[at].tolist(), strict=True):
+                text = None
+                if crc is None or crc32(data) == crc:
+                    with contextlib.suppress(UnicodeDecodeError):
+                        text = data.decode("utf-8")
+                found.append(text if text is not None else _from_run_file(table, row, path, runs))
         for i, text in zip(at.tolist(), found, strict=True):
             out[i] = text
     return out
 
 
-__all__ = ["MappedFile", "indices", "texts"]
+__all__ = ["MappedFile", "damaged", "indices", "texts"]

@@ -25,12 +25,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from warehouse.stores.lazy import np, pa
-from warehouse.stores.local_catalog import DOC
 from warehouse.stores.local_docs import indices
 from warehouse.values import iso_utc
 
 CHUNK = 8192  # runs per chunk of CSV rows
-Texts = Callable[["pa.ChunkedArray", "np.ndarray"], list[str]]  # RunCatalog.texts
+Texts = Callable[["pa.Table", "np.ndarray"], list[str]]  # RunCatalog.texts
 
 # Run fields a catalog column holds exactly as the run document does (every Run document
 # has them, null included), and the column type that proves it; metrics.<split>.<name> are
@@ -164,20 +163,19 @@ class _Docs:
     """The run documents of one chunk's rows, each read and parsed when first asked for."""
 
     def __init__(self, table: pa.Table, rows: np.ndarray, texts: Texts) -> None:
-        self.column, self.rows, self.texts = table.column(DOC), rows, texts
+        self.table, self.rows, self.texts = table, rows, texts
         self._docs: dict[int, dict[str, Any]] = {}
 
     def doc(self, i: int) -> dict[str, Any]:
         if i not in self._docs:
-            self._docs[i] = json.loads(self.texts(self.column, self.rows[i : i + 1])[0])
+            self._docs[i] = json.loads(self.texts(self.table, self.rows[i : i + 1])[0])
         return self._docs[i]
 
 
 def documents(table: pa.Table, rows: np.ndarray, texts: Texts) -> Iterator[dict[str, Any]]:
     """The run documents of ``rows``, in order, parsed a chunk of :data:`CHUNK` at a time."""
-    column = table.column(DOC)
     for start in range(0, len(rows), CHUNK):
-        for text in texts(column, rows[start : start + CHUNK]):
+        for text in texts(table, rows[start : start + CHUNK]):
             yield json.loads(text)
 
 
@@ -243,11 +241,10 @@ def _keys_of_some_run(
     some chosen run's ``metrics`` all the same (a non-finite value: an empty cell). Only
     documents holding a name's last part as a JSON string are parsed, a chunk at a time."""
     left = dict.fromkeys(names)
-    column = table.column(DOC)
     for start in range(0, len(rows), CHUNK):
         if not left:
             break
-        chunk = texts(column, rows[start : start + CHUNK])
+        chunk = texts(table, rows[start : start + CHUNK])
         leaves = {json.dumps(n.rsplit(".", 1)[-1], ensure_ascii=False) for n in left}
         for text in chunk:
             if not any(leaf in text for leaf in leaves):

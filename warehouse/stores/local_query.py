@@ -19,6 +19,8 @@ from warehouse.filters import lucene
 from warehouse.stores import params_extra as extra
 from warehouse.stores.elastic_templates import MAX_TYPED_PARAMS
 from warehouse.stores.lazy import np, pa, pc
+from warehouse.stores.local_docs import indices
+from warehouse.stores.local_table import DOC, EXTRA_PARAMS
 
 
 def arrow_kinds(schema: pa.Schema) -> dict[str, str]:
@@ -69,7 +71,7 @@ def to_mask(
     return _ArrowEval(table, columns, default_fields, extra).mask(node)
 
 
-_DOC = "_doc"  # the run catalog's column holding each run's whole document
+_DOC = DOC  # the run catalog's column holding each run's whole document
 _IGNORE_ABOVE = 1024  # params_extra's ignore_above: longer values are not searchable
 
 
@@ -84,17 +86,18 @@ class _ExtraParams:
         self.values: dict[str, dict[int, list[str]]] = {}
         self.present = False
         keys = {n[len("params.") :] for n in names if n.startswith("params.")}
-        if not keys or _DOC not in table.schema.names:
-            return
-        if sum(1 for c in table.schema.names if c.startswith("params.")) <= MAX_TYPED_PARAMS:
-            return  # no run can have more params than there are params columns
+        if not keys or _DOC not in table.schema.names or EXTRA_PARAMS not in table.schema.names:
+            return  # no run has more params than are typed (the catalog marks those that do)
+        marked = pc.fill_null(table.column(EXTRA_PARAMS), False)
+        flagged = np.flatnonzero(np.asarray(marked.to_numpy(zero_copy_only=False), dtype=bool))
         self.values = {key: {} for key in keys}
         self._columns = {
             key: table.column(f"params.{key}")
             for key in keys
             if f"params.{key}" in table.schema.names
         }
-        for row, text in enumerate(table.column(_DOC).to_pylist()):
+        texts = table.column(_DOC).take(indices(flagged)).to_pylist()
+        for row, text in zip(flagged.tolist(), texts, strict=True):
             params = json.loads(text).get("params") if text else None
             if not isinstance(params, dict) or len(params) <= MAX_TYPED_PARAMS:
                 continue

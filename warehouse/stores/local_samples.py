@@ -15,15 +15,17 @@ import os
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from warehouse.errors import InvalidRecord, QuerySyntaxError, StoreUnavailable
+from warehouse.files import install
 from warehouse.filters import lucene
 from warehouse.stores.base import SampleQuery
 from warehouse.stores.lazy import np, pa, pc, pq
 from warehouse.stores.local_query import arrow_kinds
+from warehouse.stores.row_digest import FOOTER_KEY, RowDigest
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +84,42 @@ def iter_parquet(
         yield batch
     if rows != source.metadata.num_rows:
         raise damaged(path, ValueError(f"{rows} rows read of {source.metadata.num_rows}"))
+
+
+def check_present(run_file: Path, folder: Path, split: str | None) -> None:
+    """Raise when a split the run document counts rows of (``split``, or any) has no file in
+    ``folder``: a deleted samples file is an error naming it, never an empty answer."""
+    import json
+
+    try:
+        counts = json.loads(run_file.read_bytes()).get("sample_counts") or {}
+    except (OSError, ValueError, AttributeError):
+        return  # no readable run document: nothing says what should be there
+    for name, rows in sorted(counts.items()):
+        path = folder / f"{name}.parquet"
+        if (split is None or name == split) and isinstance(rows, int) and not path.is_file():
+            raise StoreUnavailable(
+                f"local store: the samples file {path} is missing, though run {folder.name} "
+                f"says it has {rows:,} {name} rows; run 'warehouse sync --verify' to take "
+                "Elasticsearch's copy back (when there is one), or log the split again",
+                path=str(path),
+            )
+
+
+def split_digests(
+    path: Path, shared: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None
+) -> tuple[str | None, RowDigest, RowDigest]:
+    """The rows' digest recorded in the file's footer when it was written (None: a file
+    written without one), the digest of the rows it holds now, and that of the rows as
+    ``shared`` rewrites them (its links as pushed), all in one read that checks every
+    page's CRC (damage raises :func:`damaged`)."""
+    source = open_parquet(path)
+    footer = (source.metadata.metadata or {}).get(FOOTER_KEY)
+    plain, as_shared = RowDigest(), RowDigest()
+    for batch in iter_parquet(path, 65_536, None, source):
+        plain.add(batch)
+        as_shared.add(batch if shared is None else shared(batch))
+    return (footer.decode() if footer else None), plain, as_shared
 
 
 def damaged(path: Path, exc: BaseException) -> StoreUnavailable:
@@ -284,6 +322,7 @@ class SampleWriter:
         self.writer: pq.ParquetWriter | None = None
         self.schema: pa.Schema | None = None
         self.rows = 0
+        self.digest = RowDigest()  # the rows' content, recorded in the footer
 
     def write(self, batch: pa.RecordBatch) -> None:
         if self.writer is None or self.schema is None:
@@ -296,19 +335,17 @@ class SampleWriter:
                 batch = _conform(batch, self.schema)
         assert self.writer is not None
         self.writer.write_batch(batch)
+        self.digest.add(batch)
         self.rows += batch.num_rows
 
     def finish(self, target: Path) -> int:
+        """Close the file, record the rows' digest in its footer, put it in place durably."""
         assert self.writer is not None
         assert self.tmp is not None
+        self.writer.add_key_value_metadata({FOOTER_KEY: self.digest.hexdigest().encode()})
         self.writer.close()
         self.writer = None
-        fd = os.open(self.tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(self.tmp, target)
+        install(self.tmp, target)
         self.tmp = None
         return self.rows
 
@@ -341,8 +378,11 @@ class SampleWriter:
         self.writer.close()
         self._open(schema)
         assert self.writer is not None
+        self.digest = RowDigest()
         for batch in iter_parquet(old, 65_536):
-            self.writer.write_batch(_conform(batch, schema))
+            conformed = _conform(batch, schema)
+            self.writer.write_batch(conformed)
+            self.digest.add(conformed)
         old.unlink()
 
 

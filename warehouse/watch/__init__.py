@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-IDLE_FLUSH_S = 2.0
 READ_SIZE = 1 << 16
 DRAIN_TIMEOUT_S = 2.0
 QUEUE_CHUNKS = 256  # read chunks waiting for the parser (16 MiB at most)
@@ -59,6 +58,10 @@ Step = Point
 
 class CommandFailed(Exception):
     """The watched command exited with a non-zero status or was killed (the run's error)."""
+
+
+class RecordingFailed(Exception):
+    """Reading or recording the command's output failed (kept as the run's error)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -84,7 +87,6 @@ class Watcher:
         self.argv = list(argv)
         self.cwd = cwd or Path.cwd()
         self.readers = [OutputReader(), OutputReader()]  # stdout, stderr: each read on its own
-        self._last_read = [0.0, 0.0]
         self.steps_seen = 0
         self._lock = threading.Lock()
         self._log_step: Callable[[Step], None] | None = None
@@ -95,6 +97,8 @@ class Watcher:
         self._chunks: queue.Queue[tuple[int, bytes | None]] = queue.Queue(maxsize=QUEUE_CHUNKS)
         self.forwarded: int | None = None
         self._terminal: tuple[int, int, int] | None = None  # master, slave, the size's source
+        self.failure: BaseException | None = None  # the first failure reading or recording
+        self.failures = 0
 
     # ---- the child ---------------------------------------------------------------------------
     def start(self, out_fd: int = 1, err_fd: int = 2) -> None:
@@ -196,23 +200,10 @@ class Watcher:
                         points = reader.close()
                     else:
                         points = reader.feed(data)
-                        self._last_read[index] = time.monotonic()
                     for point in points:
                         self._emit(point)
-            except Exception:  # a parser bug must not stop the pass-through or the run
-                log.exception("warehouse watch: parsing the command's output failed")
-
-    def flush_idle(self, now: float) -> None:
-        """Send the step being assembled of a stream that printed nothing for a while."""
-        with self._lock:
-            for index, reader in enumerate(self.readers):
-                if now - self._last_read[index] >= IDLE_FLUSH_S:
-                    for point in reader.assembler.flush():
-                        self._emit(point)
-
-    def _flush_while_idle(self, done: threading.Event) -> None:
-        while not done.wait(IDLE_FLUSH_S / 4):
-            self.flush_idle(time.monotonic())
+            except Exception as exc:  # a parser bug must not stop the pass-through or the run
+                self.failed("reading the command's output", exc)
 
     def final_metrics(self) -> dict[str, dict[str, float]]:
         """The last value of every metric seen, by split (``val_*`` → val, ``test_*`` → test)."""
@@ -226,31 +217,45 @@ class Watcher:
         if self._log_step is None:
             self._early.append(step)
         else:
-            self._log_step(step)
+            self._record(self._log_step, step)
+
+    def _record(self, log_step: Callable[[Step], None], step: Step) -> None:
+        try:
+            log_step(step)
+        except Exception as exc:  # the command goes on, its exit code unchanged
+            self.failed("recording a step", exc)
+
+    def failed(self, doing: str, exc: BaseException) -> None:
+        """A failure of ours while the command runs: one line on stderr (the first time, no
+        traceback), kept for the run's record; the command and its output go on."""
+        self.failures += 1
+        if self.failure is not None:
+            return
+        self.failure = exc
+        message = " ".join(str(exc).split())[:300]
+        log.warning(
+            "warehouse watch: %s failed (%s: %s); the command goes on, the run keeps the error",
+            doing,
+            type(exc).__name__,
+            message,
+        )
 
     def attach(self, log_step: Callable[[Step], None]) -> None:
         """Send steps to ``log_step`` from now on (steps seen before are sent first)."""
         with self._lock:
             for step in self._early:
-                log_step(step)
+                self._record(log_step, step)
             self._early.clear()
             self._log_step = log_step
 
     def wait(self) -> int:
         """Wait for the child and its output; its exit status (``-N`` when killed by signal N)."""
         assert self._proc is not None
-        done = threading.Event()
-        idle = threading.Thread(
-            target=self._flush_while_idle, args=(done,), name="warehouse-watch-idle", daemon=True
-        )
-        idle.start()
-        try:
-            # blocking: returns the moment the child exits (a timeout would poll, up to
-            # 50 ms late); our signal handlers still run while it waits (PEP 475)
-            code = self._proc.wait()
-        finally:
-            done.set()
-            idle.join()
+        # blocking: returns the moment the child exits (a timeout would poll, up to 50 ms
+        # late); our signal handlers still run while it waits (PEP 475). A step's point is
+        # sent when the next step begins or the output ends, never on a pause: what a point
+        # holds must not depend on timing (a validation pause between a step's lines).
+        code = self._proc.wait()
         # a grandchild may keep the pipes open after the child exits: don't wait for it
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         for thread in self._readers:
@@ -378,7 +383,7 @@ def watch(
             active = run
 
             def log_step(step: Step) -> None:
-                active.log_step(step[0], step[1], **step[2])
+                active.log_step_metrics(step[0], step[1], step[2])  # any name: "epoch" too
 
             watcher.attach(log_step)
         status = watcher.wait()
@@ -448,12 +453,15 @@ def _close_run(
             run.log_metrics(split, metrics)
         if primary_metric is None:
             _pick_primary_alias(run, PrimaryMetric)
+        error: BaseException | None = None if status == 0 else CommandFailed(describe(status))
+        if watcher.failure is not None:
+            error = _with_failure(error, watcher)
         if status == 0:
-            run.end(RunStatus.COMPLETED)
+            run.end(RunStatus.COMPLETED, error)
         elif watcher.forwarded is not None:
-            run.end(RunStatus.INTERRUPTED, CommandFailed(describe(status)))
+            run.end(RunStatus.INTERRUPTED, error)
         else:
-            run.end(RunStatus.FAILED, CommandFailed(describe(status)))
+            run.end(RunStatus.FAILED, error)
     except Exception as exc:
         if settings is not None and settings.strict:
             raise
@@ -463,6 +471,19 @@ def _close_run(
             type(exc).__name__,
             run.settings.redaction.text(str(exc)),
         )
+
+
+def _with_failure(error: BaseException | None, watcher: Watcher) -> BaseException:
+    """The run's error when reading or recording the output failed: that failure (its
+    traceback kept on the run), after the command's own failure if it failed."""
+    failure = watcher.failure
+    assert failure is not None
+    what = f"{type(failure).__name__}: {failure}"
+    times = f" ({watcher.failures} times)" if watcher.failures > 1 else ""
+    text = f"warehouse watch failed reading or recording the output{times}: {what}"
+    out = RecordingFailed(text) if error is None else CommandFailed(f"{error}; {text}")
+    out.__cause__ = failure
+    return out
 
 
 def _pick_primary_alias(run: ActiveRun, model: Any) -> None:
@@ -509,6 +530,7 @@ def _forward_signals(watcher: Watcher) -> Callable[[], None]:
 
 __all__ = [
     "CommandFailed",
+    "RecordingFailed",
     "Watcher",
     "default_experiment",
     "exit_code",

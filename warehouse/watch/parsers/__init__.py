@@ -12,7 +12,9 @@ the family parsers in turn (:class:`.reading.FrameParser`), and their readings b
 - :mod:`.rich` — Rich bars (Lightning's ``RichProgressBar``), wrapped metrics;
 - :mod:`.transformers` — the Hugging Face Trainer's log dicts;
 - :mod:`.results_table` — Lightning's test/validate results table (final metrics);
-- :mod:`.log_lines` — hand-written log lines naming their step (``step=5 loss=0.12``).
+- :mod:`.general` — the general reader, last: any line naming its step or epoch
+  (``step=5 loss=0.12``, ``[10]\tvalid_0's l2: 0.5``), tables of numbers, and lines that repeat
+  with other numbers.
 
 Values the text does not carry completely are skipped, never guessed. Nothing here raises on
 odd input.
@@ -21,10 +23,10 @@ odd input.
 from __future__ import annotations
 
 from warehouse.watch.parsers.frames import Frame, FrameReader
+from warehouse.watch.parsers.general import GeneralLines
 from warehouse.watch.parsers.json_lines import JsonLines
 from warehouse.watch.parsers.keras import Keras
-from warehouse.watch.parsers.log_lines import LogLines
-from warehouse.watch.parsers.points import Assembler, Point, split_metrics
+from warehouse.watch.parsers.points import SPLITS, Assembler, Point, split_metrics
 from warehouse.watch.parsers.reading import FrameParser, Reading
 from warehouse.watch.parsers.results_table import ResultsTable
 from warehouse.watch.parsers.rich import RichBars
@@ -34,14 +36,23 @@ from warehouse.watch.parsers.transformers import TransformersLog
 FORMATS = (
     'JSON metric lines ({"metric": "loss", "value": 0.3, "step": 10}), Keras 2/3 progress '
     "and epoch lines, tqdm postfixes (loss=0.12), Lightning's tqdm and Rich bars and its "
-    "test/validate results table, the transformers Trainer's log dicts, and log lines "
-    "naming their step (step=5 loss=0.12)"
+    "test/validate results table, the transformers Trainer's log dicts, lines naming their "
+    "step or epoch ([10] valid_0's l2: 0.5, step=5 loss=0.12, Epoch 3/10: acc=0.9), tables "
+    "of numbers under a header, and lines that repeat with other numbers"
 )
 
 
 def frame_parsers() -> list[FrameParser]:
     """One parser per family, Rich first (it must see every frame to know where a row ends)."""
-    return [RichBars(), ResultsTable(), JsonLines(), TransformersLog(), Keras(), Tqdm(), LogLines()]
+    return [
+        RichBars(),
+        ResultsTable(),
+        JsonLines(),
+        TransformersLog(),
+        Keras(),
+        Tqdm(),
+        GeneralLines(),
+    ]
 
 
 class OutputReader:
@@ -86,6 +97,7 @@ class OutputReader:
 
 __all__ = [
     "FORMATS",
+    "SPLITS",
     "Assembler",
     "Frame",
     "FrameParser",

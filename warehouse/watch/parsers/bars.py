@@ -137,6 +137,8 @@ class Bars:
             return None  # a redraw (at the end: tqdm's close() draws the last frame again)
         if not reading.metrics or (lagging and bar.position == 0):
             return None  # nothing; or, before a step ran, Lightning's sanity check values
+        if _stopped_short(clock, bar, reading):
+            return None
         new: dict[str, float] = {}
         for name, value in reading.metrics.items():
             text = reading.texts.get(name, repr(value))
@@ -171,6 +173,20 @@ class Bars:
             self.between += [(start + i, metrics) for i, metrics in enumerate(stale)]
         elif counter == bar.counter:
             bar.stale = stale  # still drawing at that counter
+
+
+def _stopped_short(clock: _Bar, bar: _Bar, reading: Reading) -> bool:
+    """Another tqdm bar draws while the clock bar was last drawn short of its total: tqdm
+    draws every ``mininterval`` only, and a bar cleared at its end (``leave=False``) never
+    draws its last count, so where the clock stood is unknown (an outer bar's postfix set
+    after the inner loop ended): its values are not placed."""
+    return (
+        clock is not bar
+        and reading.family == "tqdm"
+        and clock.total is not None
+        and clock.counter is not None
+        and 0 < clock.counter < clock.total
+    )
 
 
 __all__ = ["Bars"]

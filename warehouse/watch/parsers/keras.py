@@ -22,7 +22,9 @@ from warehouse.watch.parsers.reading import NOT_METRICS, LineParser, Reading, nu
 
 _EPOCH = re.compile(r"\s*Epoch (\d+)/(\d+)\s*\Z")
 _EPOCH_LINE = re.compile(r"\s*Epoch (\d+)/(\d+)(?= - )")  # a header with the epoch's metrics
-_START = re.compile(r"\s*(?:(\d+)/(\d+|Unknown)\b|- )")
+_START = re.compile(
+    r"\s*(?:(\d+)/(\d+|Unknown)\b(?=\s+(?:[━─╸=\[-]|\d))|- )"
+)  # a bar, a time or " - "
 _SEGMENT = re.compile(r"([A-Za-z_][\w./@ -]*?):\s+(\S+)\s*\Z")
 
 

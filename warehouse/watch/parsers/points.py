@@ -15,9 +15,9 @@ Each family's position (see the README's table):
   ``Epoch 0/2``, as printed (Lightning counts from 0).
 - transformers: the k-th log line is step k; its fractional epoch is the metric ``epoch``.
 
-Readings of the same step merge into one point, emitted when another step begins, when the
-stream ends, or by :meth:`Assembler.flush` (the watcher's idle flush; values of that step
-read later form another point of the same step). Nothing here depends on timing.
+Readings of the same step merge into one point, emitted when another step begins or when
+the stream ends (never on a pause: a validation pause between a step's lines does not split
+it). Nothing here depends on timing.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from warehouse.watch.parsers.reading import Reading
 
 Point = tuple[int, int | None, dict[str, float]]
 SPLITS = (("val_", "val"), ("eval_", "val"), ("test_", "test"))
+HELD = 8  # showings of a repeating line kept until it changes
+HELD_SERIES = 512
 
 
 class Assembler:
@@ -38,10 +40,17 @@ class Assembler:
         self._epoch: int | None = None  # from Keras' "Epoch k/n"
         self._epoch_done: tuple[int, int] | None = None  # (counter, total) that ended an epoch
         self._last_step: int | None = None  # of a point whose step the text gave
+        self._clock: int | None = None  # the last step a line or bar gave (not an epoch's)
+        self._context: int | None = None  # the epoch last named
+        self._held: dict[str, list[Point]] = {}  # a repeating line's showings, until a series
         self._pending: Point | None = None
 
     def feed(self, reading: Reading) -> list[Point]:
         """Points completed by this reading (usually none or one)."""
+        if reading.epoch is not None:
+            self._context = reading.epoch
+        if reading.series is not None:
+            return self._series(reading)
         if reading.header:
             self._epoch, self._epoch_done = reading.epoch, None
             self._bars.new_epoch("keras")
@@ -54,7 +63,7 @@ class Assembler:
         if reading.family == "keras":
             epoch = self._epoch
             if reading.counter is None:  # Keras 2.0 verbose=2: the epoch line alone
-                step = self._epoch if self._epoch is not None else (self._last_step or 0) + 1
+                step = self._epoch_step()
             else:
                 if self._after_fit(reading):
                     return []
@@ -69,20 +78,55 @@ class Assembler:
             if read is None:
                 return between
             step, metrics = read
+            self._clock = step
             if between:
                 return between + self._point(step, epoch, metrics)
         elif reading.step is not None:
-            step = reading.step
-        elif reading.epoch is not None:  # a JSON line with an epoch alone
-            step = self._last_step if self._last_step is not None else reading.epoch
+            step = self._clock = reading.step
+        elif reading.epoch is not None:  # a line with an epoch alone: the epoch's values
+            step = self._clock if self._clock is not None else reading.epoch
             if not metrics:
                 return []
             self.latest.update(metrics)
-            return self._add(step, epoch, metrics)
+            return self._add(step, epoch, metrics, apart=True)
         else:
             return []
         self.latest.update(metrics)
         return self._point(step, epoch, metrics)
+
+    def _epoch_step(self) -> int:
+        """Where an epoch's values go: the last step the output gave (batches are the clock),
+        else the epoch (epochs are), else the step after the last."""
+        if self._clock is not None:
+            return self._clock
+        if self._epoch is not None:
+            return self._epoch
+        return (self._last_step or 0) + 1
+
+    def _series(self, reading: Reading) -> list[Point]:
+        """A repeating line with no position: at the clock, else its epoch, else its count;
+        held until it repeats with other numbers (a line seen once is no point)."""
+        if self._clock is not None:
+            step = self._clock
+        elif self._context is not None:
+            step = self._context
+        else:
+            step = reading.count or 0
+        point = (step, self._context, reading.metrics)
+        key = reading.series or ""
+        if reading.held:
+            held = self._held.setdefault(key, [])
+            if len(held) < HELD:
+                held.append(point)
+            if len(self._held) > HELD_SERIES:
+                del self._held[next(iter(self._held))]
+            return []
+        out: list[Point] = []
+        for earlier in self._held.pop(key, []):
+            self.latest.update(earlier[2])
+            out += self._add(*earlier, apart=True)
+        self.latest.update(reading.metrics)
+        return out + self._add(*point, apart=True)
 
     def _after_fit(self, reading: Reading) -> bool:
         """A Keras bar begun with no ``Epoch`` header after an epoch's bar ended."""
@@ -117,10 +161,22 @@ class Assembler:
         """The last value of every metric, by split: ``val_*``/``eval_*`` → val, ``test_*``."""
         return split_metrics(self.latest)
 
-    def _add(self, step: int, epoch: int | None, metrics: dict[str, float]) -> list[Point]:
+    def _add(
+        self, step: int, epoch: int | None, metrics: dict[str, float], apart: bool = False
+    ) -> list[Point]:
+        """``apart``: values placed at a step rather than printed at it (an epoch's, a
+        repeating line's): where the step already has another value of the same name, they
+        form a point of their own at that step instead of replacing it."""
         out: list[Point] = []
         pending = self._pending
-        if pending is not None and pending[0] != step:
+        clash = (
+            apart
+            and pending is not None
+            and any(
+                name in pending[2] and pending[2][name] != value for name, value in metrics.items()
+            )
+        )
+        if pending is not None and (pending[0] != step or clash):
             out.append(pending)
             pending = None
         if pending is None:

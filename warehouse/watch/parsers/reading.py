@@ -28,7 +28,9 @@ class Reading:
     it has no label: :func:`~warehouse.watch.parsers.tqdm.bar_key`),
     ``counter``/``total`` (its position), and ``texts`` (each value as printed, to tell a
     redraw of old values from a new value). ``final``: a final metric of the run, not a step.
-    ``header``: a Keras ``Epoch k/n`` line (no metrics, a new epoch begins).
+    ``header``: a Keras ``Epoch k/n`` line (no metrics, a new epoch begins). ``series``: a
+    line with no position that repeats (its template: :mod:`.general`), ``count`` its
+    showings so far, ``held`` while it has not yet repeated with other numbers.
     """
 
     family: str
@@ -41,6 +43,9 @@ class Reading:
     texts: dict[str, str] = field(default_factory=dict)
     final: bool = False
     header: bool = False
+    series: str | None = None
+    count: int | None = None
+    held: bool = False
 
 
 class FrameParser(Protocol):
