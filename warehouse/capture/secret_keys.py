@@ -16,7 +16,9 @@ Three short words name a secret only as a whole word (:data:`SECRET_WORDS`: ``db
 ``smtp.pwd``, ``passphrase``; as patterns they would match ``bypass`` and ``num_passes``), and
 three only when the value is a random-looking token (:data:`WEAK_WORDS`, the key's last word:
 ``key: 5d558df9...`` as in ``kaggle.json``, ``subscription_key``, ``sig``; ``sort_key: val_acc``
-is no secret).
+is no secret). A ``key`` after a word of :data:`KEY_ROLES` (``signing_key``, ``hmacKey``,
+``license_key``) and a last word of :data:`SECRET_LAST_WORDS` (``bearer``, ``jwt``) name a
+secret whatever the value.
 
 So ``session_token``, ``login_token`` and ``admin_token`` are secret (``n_token`` inside them
 is no word), while ``max_tokens`` is not. See :mod:`warehouse.capture.redact` for the whole
@@ -111,6 +113,21 @@ SECRET_WORDS = frozenset({"pass", "pwd", "passphrase"})
 WEAK_WORDS = frozenset({"key", "sig", "signature"})
 """A key's last word that names a secret only when its value looks random."""
 
+SECRET_LAST_WORDS = frozenset({"bearer", "jwt"})
+"""A key's last word that names a secret whatever its value (``auth_bearer``, ``jwt``)."""
+
+KEY_ROLES = frozenset(
+    {
+        *("signing", "sign", "hmac", "encryption", "encrypt", "decryption", "decrypt"),
+        *("master", "license", "licence", "secret", "private", "access", "api", "client"),
+        *("ssh", "gpg", "pgp", "aes", "crypto", "cipher", "session", "account"),
+        *("subscription", "service", "storage", "deploy", "shared", "app", "consumer"),
+        *("admin", "root", "auth", "webhook", "wrapping", "kms", "vault", "jwt", "sas"),
+    }
+)
+"""Words that make a following ``key``/``keys`` a secret (``signing_key``, ``hmacKey``);
+``sort_key``, ``primary_key`` and ``cache_key`` name no secret."""
+
 _SEPARATORS = re.compile(r"[\s_.\-]+")
 # a key's words: capitals not followed by a small letter (``API`` of ``APIKey``), one capital
 # and small letters (any script's), digits; everything else separates words
@@ -150,7 +167,10 @@ def is_secret_name(key: str, compact: tuple[str, ...]) -> bool:
     if not compact:
         return False
     words = "_".join(_WORDS.findall(key)).lower()
-    if not SECRET_WORDS.isdisjoint(words.split("_")):
+    split = words.split("_")
+    if not SECRET_WORDS.isdisjoint(split) or split[-1] in SECRET_LAST_WORDS:
+        return True
+    if len(split) > 1 and split[-1] in ("key", "keys") and split[-2] in KEY_ROLES:
         return True
     text = _NOT_SECRET.sub("|", words).replace("_", "")
     return any(p in text for p in compact)
@@ -200,8 +220,10 @@ def env_secrets(
 __all__ = [
     "COUNT_WORDS",
     "DEFAULT_REDACT_PATTERNS",
+    "KEY_ROLES",
     "MIN_SCRUB_LENGTH",
     "REDACTED",
+    "SECRET_LAST_WORDS",
     "SECRET_WORDS",
     "TOKEN_NOUNS",
     "WEAK_WORDS",
