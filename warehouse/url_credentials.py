@@ -34,7 +34,9 @@ _lock = threading.Lock()
 # Possessive repeats (``*+``) never give characters back: one pass over any text (linear).
 URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]{0,31})://(?P<authority>[^/\s]*+)")
 # a host, maybe with a port, then where an authority ends
-_HOST = re.compile(r"(?:[\w\-.~%!$&'()*+,;=]++|\[[0-9A-Fa-f:.]++\])(?::[0-9]*+)?+(?=[?#\\\"'<>)\]},]|$)")
+_HOST = re.compile(
+    r"(?:[\w\-.~%!$&'()*+,;=]++|\[[0-9A-Fa-f:.]++\])(?::[0-9]*+)?+(?=[?#\\\"'<>)\]},]|$)"
+)
 # an scp-style git remote, ``user@host:path`` (a whole string, never inside free text)
 _SCP = re.compile(r"(?P<user>[^@/\s:]++)@(?P<rest>[^@/\s:]++:(?!//)\S*+)")
 TOKEN_USER_SCHEMES = frozenset({"http", "https", "ftp", "ftps", "ws", "wss"})
@@ -85,7 +87,7 @@ def _userinfo_like(info: str) -> bool:
     head = re.split(r"[?#]", info, maxsplit=1)
     if len(head) == 1:
         return True
-    user, colon, password = head[0].partition(":")
+    _, colon, password = head[0].partition(":")
     return bool(colon) and not password.isdigit()
 
 

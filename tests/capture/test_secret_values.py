@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.capture.fresh_secrets import keyed_password, make
 from tests.capture.planted import Planted, fresh_secrets
 from warehouse.capture import secret_library
 from warehouse.capture.redact import (
@@ -102,6 +103,30 @@ OWN_EXAMPLES = {
     "npm token": "npm_" + secrets.token_hex(18),
     "aws secret access key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "EXAMPLE0Ke",
     "cookie header": "Cookie: session=" + secrets.token_hex(8),
+}
+# the patterns of the fresh red-team round, on fresh secrets of their shapes (tests/capture/
+# fresh_secrets.py: each shape drawn by its issuer's rule, from a new seed at every run)
+_RNG = random.Random(secrets.randbits(64))
+_PASSWORD = keyed_password(_RNG).text
+_ISSUERS = ["dockerhub", "vault", "digitalocean", "shopify", "linear", "notion", "grafana"]
+_ISSUERS += ["newrelic", "postman", "heroku", "gcp-oauth-client-secret", "google-access-token"]
+_ISSUERS += ["replicate", "groq", "xai", "stripe-webhook", "bitbucket-app-password", "age-key"]
+OWN_EXAMPLES |= {
+    "quoted authorization header": '{"Authorization": "Token ' + secrets.token_hex(20) + '"}',
+    "issuer-prefixed token": make(_RNG.choice(_ISSUERS), _RNG).text,
+    "databricks token": make("databricks", _RNG).text,
+    "mailgun key": make("mailgun", _RNG).text,
+    "terraform cloud token": make("terraform", _RNG).text,
+    "azure client secret": make("azure-ad-client-secret", _RNG).text,
+    "mysql -p password": make("cli-mysql-p", _RNG).text,
+    "sshpass -p password": make("sshpass", _RNG).text,
+    "redis-cli -a password": f"redis-cli -h cache-1 -a {_PASSWORD} ping",
+    "login -p password": f"docker login -u ci -p {_PASSWORD} ghcr.io",
+    "curl user:password": make("curl-user", _RNG).text,
+    "login token": make("wandb-login", _RNG).text,
+    "netrc password": make("netrc", _RNG).text,
+    "password line": f"password {_PASSWORD}",
+    "pgpass line": make("pgpass", _RNG).text,
 }
 
 

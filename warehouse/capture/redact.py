@@ -61,14 +61,14 @@ from warehouse.capture.secret_keys import (
     is_secret_assignment_name,
     is_secret_key,
     is_secret_name,
-    is_weak_secret_name,
 )
 from warehouse.capture.secret_values import (
+    PEM_BEGIN,
     VALUE_PATTERNS,
-    compile_value_pattern,
     command_secrets,
+    compile_value_pattern,
     find_secrets,
-    is_token_value,
+    is_secret_pair,
     redact_pem,
     replace_spans,
 )
@@ -98,16 +98,20 @@ _SIGNATURE_PARAMS = frozenset({"sig", "signature", "x-amz-signature", "x-goog-si
 # ``key=value`` / ``"key": "value"`` / ``\"key\": \"value\"`` (a JSON string inside a string)
 # / ``--key=value`` inside text; starts only where a word starts. The value is read ahead, not
 # taken: a key that is no secret leaves its value to be read again (``failed: password=x``).
-# Bounded, so a word of many ``=`` costs linear time. An unquoted value ends at a blank, at
-# ``,;"'`` or a closing bracket, and at an ``&`` only where another ``name=`` follows.
+# Bounded, so a word of many ``=`` costs linear time. A quoted value may start on the next
+# line (YAML folds a long ``"key": "value"`` there, a diff line's ``+`` before it). An unquoted
+# value ends at a blank, at ``,;"'`` or a closing bracket, and at an ``&`` only where another
+# ``name=`` follows.
 _ASSIGN = re.compile(
-    r"(?<![\w.])(?P<key>[A-Za-z_][\w.\-]*+)(?P<mid>\\?[\"']?[ \t]*+[:=][ \t]*+)"
+    r"(?<![\w.])(?P<key>[A-Za-z_][\w.\-]*+)(?P<mid>\\?[\"']?[ \t]*+[:=][ \t]*+"
+    r"(?:\n[+\- \t]{1,16}+(?=\\?[\"']))?+)"
     r"(?=(?P<value>\\\"(?:[^\"\\\n]|\\[^\"\n]){0,4096}+\\\"|\"[^\"\n]{0,4096}+\"|'[^'\n]{0,4096}+'"
     r"|(?:[^\s,;&\"'}\])\\]|&(?![\w.\-]{1,64}+=)){1,4096}+))"
 )
-# ``--key value`` inside text (a command line quoted in a log or a note)
+# ``--key value`` inside text (a command line quoted in a log or a note), the value maybe the
+# next item of a YAML list (``- --password`` then ``- value``)
 _FLAG_VALUE = re.compile(
-    r"(?<![\w\-])--?(?P<key>[A-Za-z][\w.\-]{0,64}+)[ \t]++"
+    r"(?<![\w\-])--?(?P<key>[A-Za-z][\w.\-]{0,64}+)(?:[ \t]++|[ \t]*+\n[+\- ]?[ \t]{0,16}+-[ \t]++)"
     r"(?=(?P<value>'[^'\n]{1,4096}+'|\"[^\"\n]{1,4096}+\"|(?!-)[^\s'\"]{1,4096}+))"
 )
 # a whole ``key: value`` line (YAML, .env, Python, a diff line): the rest of the line goes
@@ -116,8 +120,6 @@ _LINE_ASSIGN = re.compile(
     r"(?P<key>[A-Za-z_][\w.\-]*+)(?P<mid>\\?[\"']?[ \t]*+[:=][ \t]*+)(?P<value>[^\n]++)",
     re.MULTILINE,
 )
-# where a private key block starts (any kind: RSA, EC, OpenSSH, PGP, encrypted PKCS #8 ...)
-_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,7 +234,7 @@ def _scrub_value(text: str, compiled: _Compiled) -> str:
         return text
     if "://" in text:
         text = _redact_urls(text, compiled.keys)
-    if ("PRIVATE KEY" in text and _PRIVATE_KEY.search(text) is not None) or (
+    if ("PRIVATE" in text and PEM_BEGIN.search(text) is not None) or (
         "PuTTY" in text and secret_library.has_private_key(text, compiled.plugins)
     ):
         text = redact_pem(text)
@@ -244,17 +246,9 @@ def _scrub_value(text: str, compiled: _Compiled) -> str:
     return text
 
 
-def _is_secret_pair(key: str, value: str, keys: tuple[str, ...]) -> bool:
-    """Whether ``key`` holding ``value`` holds a secret: a secret key name, or a key named
-    only ``key``/``sig`` holding a random-looking token."""
-    if is_secret_assignment_name(key, keys):
-        return True
-    return is_weak_secret_name(key) and is_token_value(value)
-
-
 def _redact_assignments(text: str, keys: tuple[str, ...]) -> str:
     def line(match: re.Match[str]) -> str:
-        if not _is_secret_pair(match["key"], match["value"], keys):
+        if not is_secret_pair(match["key"], match["value"], keys):
             return match[0]
         return _hidden(match[0], match.start("value") - match.start(), match["value"])
 
@@ -263,7 +257,7 @@ def _redact_assignments(text: str, keys: tuple[str, ...]) -> str:
         spans = [
             match.span("value")
             for match in _ASSIGN.finditer(text)
-            if _worth_hiding(match["value"]) and _is_secret_pair(match["key"], match["value"], keys)
+            if _worth_hiding(match["value"]) and is_secret_pair(match["key"], match["value"], keys)
         ]
     else:
         spans = []
@@ -351,7 +345,7 @@ def _redact(obj: Any, compiled: _Compiled, found: set[str], path: set[int]) -> A
         out: dict[Any, Any] = {}
         for key, value in obj.items():
             name = str(key)
-            if _holds_secret(name, value, compiled.keys):
+            if is_secret_pair(name, value, compiled.keys):
                 _collect(value, found)
                 out[_clean_key(key, compiled, out)] = REDACTED
             else:
@@ -371,17 +365,6 @@ def _redact(obj: Any, compiled: _Compiled, found: set[str], path: set[int]) -> A
         path.discard(id(obj))
         return items
     return obj
-
-
-def _holds_secret(key: str, value: Any, keys: tuple[str, ...]) -> bool:
-    """Whether a mapping's ``key`` holds a secret ``value``: any value but a float or a
-    boolean (no credential is one) under a secret key name; a random-looking token under a
-    key named only ``key``/``sig``."""
-    if isinstance(value, bool | float):
-        return False
-    if is_secret_assignment_name(key, keys):
-        return True
-    return isinstance(value, str) and is_weak_secret_name(key) and is_token_value(value)
 
 
 def _clean_key(key: Any, compiled: _Compiled, taken: Mapping[Any, Any]) -> Any:
@@ -445,9 +428,7 @@ def _redact_urls(text: str, compiled: tuple[str, ...]) -> str:
         def param(match: re.Match[str]) -> str:
             name, value = match["name"], match["value"]
             if value and (
-                is_secret_name(name, compiled)
-                or name.lower() in _SIGNATURE_PARAMS
-                or (is_weak_secret_name(name) and is_token_value(value))
+                name.lower() in _SIGNATURE_PARAMS or is_secret_pair(name, value, compiled)
             ):
                 return f"{match['sep']}{name}={REDACTED}"
             return match.group(0)

@@ -40,7 +40,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from warehouse.capture import secret_library
-from warehouse.capture.secret_keys import REDACTED
+from warehouse.capture.secret_keys import (
+    REDACTED,
+    is_secret_assignment_name,
+    is_weak_secret_name,
+)
 
 if TYPE_CHECKING:
     from detect_secrets.plugins.high_entropy_strings import (
@@ -50,11 +54,13 @@ if TYPE_CHECKING:
 
 VALUE_PATTERNS: tuple[tuple[str, str], ...] = (
     # the whole credentials of a header line (Digest's and AWS4's hold commas and quotes):
-    # to the end of the line, or of the quoted value in a JSON or Python string
+    # to the end of the line, or of the quoted value in a JSON or Python string; its list of
+    # ``name=value`` may go on over indented lines (YAML folds a long string)
     (
         "authorization header",
         r"(?i:\b(?:proxy-)?authorization)[ \t]*+[:=][ \t]*+(?![\\\"'])"
-        r"(?:[A-Za-z][\w\-]*+[ \t]++)?(?P<secret>[^\r\n]{6,}+)",
+        r"(?:[A-Za-z][\w\-]*+[ \t]++)?(?P<secret>[^\r\n]{6,}+"
+        r"(?:\n[+\- ]?[ \t]{2,16}+[\w\-]{1,40}+=[^\r\n]*+){0,8}+)",
     ),
     (
         "quoted authorization header",
@@ -65,10 +71,10 @@ VALUE_PATTERNS: tuple[tuple[str, str], ...] = (
     ("basic auth", r"\bBasic[ \t]++(?P<secret>(?=[A-Za-z]*+[0-9+/=])[A-Za-z0-9+/]{8,}+=*+)"),
     (
         "connection-string password",
-        r"(?i:(?<![A-Za-z0-9_])(?:pwd|pass(?:word|wd)?+))[ \t]*+=[ \t]*+(?P<secret>[^;\s'\"]++)",
+        r"(?i:(?<![A-Za-z0-9_])(?:pwd|pass))[ \t]*+=[ \t]*+(?P<secret>[^;\s'\"]++)",
     ),
     ("stripe test key", r"\b[rs]k_test_[0-9A-Za-z]{10,}+"),
-    ("hugging face token", r"\bhf_[A-Za-z0-9]{20,}+"),
+    ("hugging face token", r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{20,}+"),
     ("github fine-grained token", r"\bgithub_pat_[A-Za-z0-9_]{20,}+"),
     ("sk- key", r"\bsk-(?=[A-Za-z_\-]*+[0-9])[A-Za-z0-9_\-]{20,}+"),
     ("slack app token", r"\bx(?:app|oxe)[.\-][A-Za-z0-9.\-]{10,}+"),
@@ -95,11 +101,14 @@ VALUE_PATTERNS: tuple[tuple[str, str], ...] = (
     ),
     ("databricks token", r"(?<![A-Za-z0-9])dapi[0-9a-f]{32}(?:-[0-9])?+"),
     ("mailgun key", r"(?<![A-Za-z0-9])key-[0-9a-f]{32}(?![0-9a-f])"),
-    ("terraform cloud token", r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_\-=]{60,1024}+"),
+    (
+        "terraform cloud token",
+        r"(?<![A-Za-z0-9])[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_\-=]{60,1024}+",
+    ),
     # Microsoft Entra (Azure AD) client secrets: 3 characters, a digit, "Q~", 31 to 34 more
     (
         "azure client secret",
-        r"(?<![\w~.\-])[A-Za-z0-9_~.\-]{3}[0-9]Q~[A-Za-z0-9_~.\-]{31,34}+(?![\w~.\-])",
+        r"(?<![A-Za-z0-9~.])[A-Za-z0-9_~.\-]{3}[0-9]Q~[A-Za-z0-9_~.\-]{31,34}+(?![\w~.\-])",
     ),
     # passwords a command line gives to a known tool without a key name
     (
@@ -130,7 +139,7 @@ VALUE_PATTERNS: tuple[tuple[str, str], ...] = (
     # `wandb login KEY`, `hf auth login TOKEN`: a token-like argument after "login"
     (
         "login token",
-        r"\blogin(?:[ \t]++--?[A-Za-z][\w\-]{0,40}+(?:=[^\s]{0,256}+)?){0,4}+[ \t]++"
+        r"\blogin(?:[ \t]++--?[A-Za-z][\w\-]{0,40}+(?:=[^\s]{0,128}+)?){0,4}+[ \t]++"
         r"(?P<secret>(?=[\w\-]{0,200}?[0-9])(?=[\w\-]{0,200}?[A-Za-z])[\w\-]{20,512}+)",
     ),
     # .netrc: "machine HOST login USER password PASS", and a "password PASS" line of its own
@@ -143,7 +152,7 @@ VALUE_PATTERNS: tuple[tuple[str, str], ...] = (
     # .pgpass: host:port:database:user:password
     (
         "pgpass line",
-        r"(?<![\w.:\-])(?:[A-Za-z0-9.\-]{1,253}+|\*):(?:[0-9]{1,5}+|\*):[\w.\-*]{1,63}+:"
+        r"(?<![A-Za-z0-9.:\-])(?:[A-Za-z0-9.\-]{1,253}+|\*):(?:[0-9]{1,5}+|\*):[\w.\-*]{1,63}+:"
         r"[\w.\-@*]{1,63}+:(?P<secret>[^\s:]{6,512}+)",
     ),
 )
@@ -182,13 +191,23 @@ _TOKEN_RUN = re.compile(r"[A-Za-z0-9+/_\-]{20,}+={0,2}+")
 # a lowercase word between slashes: the run is a path or a URL, judged piece by piece
 _PATH_WORD = re.compile(r"(?:^|/)[a-z]{3,}+(?=/|$)")
 _INNER_DIGITS = re.compile(r"(?<=[A-Za-z])[0-9]++(?=[A-Za-z])")
-# a digest named by its algorithm or role: ``sha256-<hex>``, ``commit_<hex>``, ``md5:<hex>``
+# a digest named by its algorithm or role (``sha256-<hex>``, ``commit_<hex>``, ``md5:<hex>``) or
+# after plain lowercase words (``data-<md5>``, ``run_cache.<hex>``): its random part is hex,
+# judged as hex is (by entropy only where hex is judged at all)
 _NAMED_DIGEST = re.compile(
-    r"(?i:sha(?:1|224|256|384|512)?+|md5|blake2[bs]?+|xxh(?:32|64|128)?+|crc32|commit|rev|"
+    r"(?:[a-z]{2,20}+[-_.:]){1,4}+[0-9a-f]{7,128}+"
+    r"|(?i:sha(?:1|224|256|384|512)?+|md5|blake2[bs]?+|xxh(?:32|64|128)?+|crc32|commit|rev|"
     r"hash|digest|git)[-_:]?+[0-9a-fA-F]{7,128}+"
 )
+_LINE_LEAD = re.compile(r"[+\- ]?[ \t]*+")
+# where a name splits into pieces (``HuggingFaceFW/fineweb-edu-v2``)
+_NAME_SEPARATORS = re.compile(r"[/_.\-]++")
+_SHORT_PIECE = 5  # "v2", "sst2", "8x7B", "bs128": a name's mixed piece is short
+_HEX_TAIL = re.compile(r"[0-9a-fA-F]{7,128}+$")
 # the payload of a media data URI (an image, a sound, a video, a font) is data, no token
-_MEDIA_DATA_URI = re.compile(r"data:(?:image|audio|video|font)/[\w.+\-]{1,64}+(?:;[\w.\-]{1,64}+=[\w.\-]{1,64}+){0,4}+;base64,$")
+_MEDIA_DATA_URI = re.compile(
+    r"data:(?:image|audio|video|font)/[\w.+\-]{1,64}+(?:;[\w.\-]{1,64}+=[\w.\-]{1,64}+){0,4}+;base64,$"
+)
 _PLAIN_PIECE = re.compile(r"[a-z]++|[0-9]++|[0-9a-f]{7,128}+")
 # what base64-wrapped credentials decode to
 _USER_PASSWORD = re.compile(r"[\w.@+\-]{1,64}+:[^\s:]{4,256}+")
@@ -200,8 +219,18 @@ _HEX = frozenset("0123456789abcdefABCDEF-")
 _DIGITS = frozenset("0123456789")
 _LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
-_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-_PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+# a blank in a key block's marker; YAML may fold a long string there onto the next line (a diff
+# line's "+" and indent before it)
+_PEM_SPACE = r"(?:[ \t]|[ \t]*+\n[+\- \t]{0,16}+)"
+PEM_BEGIN = re.compile(
+    rf"-----BEGIN{_PEM_SPACE}(?:[A-Z0-9]{{1,20}}+{_PEM_SPACE}){{0,3}}PRIVATE{_PEM_SPACE}KEY"
+    rf"(?:{_PEM_SPACE}BLOCK)?+-----"
+)
+"""Where a private key block starts (any kind: RSA, EC, OpenSSH, PGP, encrypted PKCS #8)."""
+_PEM_END = re.compile(
+    rf"-----END{_PEM_SPACE}(?:[A-Z0-9]{{1,20}}+{_PEM_SPACE}){{0,3}}PRIVATE{_PEM_SPACE}KEY"
+    rf"(?:{_PEM_SPACE}BLOCK)?+-----"
+)
 # a base64 run in a key block; a diff line keeps its leading "+", "-" or " "
 _BASE64_RUN = re.compile(r"(?P<lead>^[+\- ]|)[A-Za-z0-9+/=]{8,}+", re.MULTILINE)
 
@@ -249,14 +278,22 @@ def redact_tokens(text: str, *, hex_too: bool = False) -> str:
 
 
 def replace_spans(text: str, spans: list[tuple[int, int]]) -> str:
-    """``text`` with each of the merged ``spans`` replaced by ``***``."""
+    """``text`` with each of the merged ``spans`` replaced by ``***``; a span over lines is
+    replaced line by line, each line's start kept (a diff's marker, an indent)."""
     out: list[str] = []
     pos = 0
     for start, end in spans:
-        if text[start:end] == REDACTED:
+        piece = text[start:end]
+        if piece == REDACTED:
             continue
         out.append(text[pos:start])
-        out.append(REDACTED)
+        if "\n" in piece:
+            first, *rest = piece.split("\n")
+            lines = [REDACTED if first else ""]
+            lines += [f"{_LINE_LEAD.match(line)[0]}{REDACTED}" for line in rest]  # type: ignore[index]
+            out.append("\n".join(lines))
+        else:
+            out.append(REDACTED)
         pos = end
     out.append(text[pos:])
     return "".join(out)
@@ -279,20 +316,46 @@ def is_random_token(token: str, *, hex_too: bool = False) -> bool:
     if chars <= _HEX:
         return hex_too and hexadecimal.calculate_shannon_entropy(token) > hexadecimal.entropy_limit
     if _NAMED_DIGEST.fullmatch(token) is not None:
-        return False
-    if not (chars & _DIGITS and chars & _LETTERS):
+        tail = _HEX_TAIL.search(token)
+        return hex_too and tail is not None and is_random_token(tail[0], hex_too=True)
+    if not (chars & _DIGITS and chars & _LETTERS) or _is_plain_name(token):
         return False
     if shannon_entropy(token) > base64.entropy_limit:
         return True
     return len(_INNER_DIGITS.findall(token)) >= max(3, len(token) // 16)
 
 
+def _is_plain_name(token: str) -> bool:
+    """Whether ``token`` is a name of words and numbers (``HuggingFaceFW/fineweb-edu-v2``,
+    ``/data/run_01/ckpt_5``): each piece between separators is letters only, digits only or
+    short; a random token of 20 characters or more has a long piece that mixes them."""
+    return all(
+        piece.isalpha() or piece.isdigit() or len(piece) <= _SHORT_PIECE
+        for piece in _NAME_SEPARATORS.split(token)
+    )
+
+
 def is_token_value(value: str) -> bool:
     """Whether ``value`` (a whole value, quotes stripped) is one random-looking token of 16
-    characters or more, hex digests included: what a key named only ``key`` or ``sig`` holds
-    when it holds a secret (:data:`~warehouse.capture.secret_keys.WEAK_WORDS`)."""
+    characters or more, bare hex digests included: what a key named only ``key`` or ``sig``
+    holds when it holds a secret (:data:`~warehouse.capture.secret_keys.WEAK_WORDS`). A digest
+    named by a word (``fineweb-<sha1>`` as a ``cache_key``) is none."""
     bare = value.strip().strip("\\\"'")
-    return _TOKEN_VALUE.fullmatch(bare) is not None and is_random_token(bare, hex_too=True)
+    if _TOKEN_VALUE.fullmatch(bare) is None or _NAMED_DIGEST.fullmatch(bare) is not None:
+        return False
+    return is_random_token(bare, hex_too=True)
+
+
+def is_secret_pair(key: str, value: object, keys: tuple[str, ...]) -> bool:
+    """Whether ``key`` holding ``value`` holds a secret: any value but a float or a boolean (no
+    credential is one) under a secret key name (the :func:`~warehouse.capture.secret_keys.
+    compact_patterns` ``keys``); a random-looking token under a key whose last word is only
+    ``key`` or ``sig`` (:func:`is_token_value`)."""
+    if isinstance(value, bool | float):
+        return False
+    if is_secret_assignment_name(key, keys):
+        return True
+    return isinstance(value, str) and is_weak_secret_name(key) and is_token_value(value)
 
 
 def shannon_entropy(text: str) -> float:
@@ -308,9 +371,12 @@ def _token_spans(text: str, *, hex_too: bool) -> Iterable[tuple[int, int]]:
         return
     for match in _TOKEN_RUN.finditer(text):
         token = match[0]
-        if match.start() > 8 and text[match.start() - 8 : match.start()] == ";base64,":
-            if _MEDIA_DATA_URI.search(text, max(0, match.start() - 160), match.start()):
-                continue
+        if (
+            match.start() > 8
+            and text[match.start() - 8 : match.start()] == ";base64,"
+            and _MEDIA_DATA_URI.search(text, max(0, match.start() - 160), match.start())
+        ):
+            continue
         if "/" not in token or _PATH_WORD.search(token) is None:
             if is_random_token(token, hex_too=hex_too) or wraps_credentials(token):
                 yield match.span()
@@ -378,12 +444,24 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def redact_pem(text: str) -> str:
-    """The body of every private key block, line for line (an unclosed block: to the end)."""
+    """The body of every private key block, line for line (an unclosed block: to the next
+    block's start, or to the end)."""
     out: list[str] = []
     pos = 0
-    while (begin := _PEM_BEGIN.search(text, pos)) is not None:
-        end = _PEM_END.search(text, begin.end())
-        stop = end.start() if end is not None else len(text)
+    closing: re.Match[str] | None = None  # the next end marker, searched once (linear time)
+    closed = True  # whether an end marker may follow
+    while (begin := PEM_BEGIN.search(text, pos)) is not None:
+        if closed and (closing is None or closing.start() < begin.end()):
+            closing = _PEM_END.search(text, begin.end())
+            closed = closing is not None
+        end = closing if closed else None
+        following = PEM_BEGIN.search(text, begin.end())
+        if end is not None and following is not None and following.start() < end.start():
+            end = None  # this block is not closed: the next one starts first
+        if end is not None:
+            stop = end.start()
+        else:
+            stop = following.start() if following is not None else len(text)
         out.append(text[pos : begin.end()])
         out.append(_BASE64_RUN.sub(lambda m: f"{m['lead']}{REDACTED}", text[begin.end() : stop]))
         pos = stop if end is None else end.end()
@@ -395,17 +473,19 @@ def redact_pem(text: str) -> str:
 
 __all__ = [
     "BUILTIN_PATTERNS",
+    "COMMAND_PATTERNS",
+    "PEM_BEGIN",
     "TOKEN_MIN",
     "VALUE_PATTERNS",
-    "COMMAND_PATTERNS",
     "command_secrets",
     "compile_value_pattern",
     "find_secrets",
     "is_random_token",
+    "is_secret_pair",
     "is_token_value",
-    "wraps_credentials",
     "redact_pem",
     "redact_tokens",
     "replace_spans",
     "shannon_entropy",
+    "wraps_credentials",
 ]
