@@ -444,7 +444,11 @@ def _docker_config(d: Draw) -> str:
 @_shape
 def _jwt(d: Draw) -> str:
     header = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=").decode()
-    claims = {"sub": d.uuid(core=False), "name": "trainer", "iat": d.rng.randint(1_600_000_000, 1_800_000_000)}
+    claims = {
+        "sub": d.uuid(core=False),
+        "name": "trainer",
+        "iat": d.rng.randint(1_600_000_000, 1_800_000_000),
+    }
     payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
     d.cores.append(payload)
     return f"{header}.{payload}.{d.b64url(43)}"
@@ -789,40 +793,42 @@ def fresh(rng: random.Random) -> list[Secret]:
 
 # --- secrets that only their key names give away (a password a person picks) -----------------
 
-SECRET_KEY_NAMES = (
-    "session_token",
-    "login_token",
-    "admin_token",
-    "passphrase",
-    "pwd",
-    "db_pass",
-    "smtp_pass",
-    "passwd",
-    "privateKey",
-    "clientSecret",
-    "accessToken",
-    "apiKey",
-    "x-api-key",
-    "AUTH_TOKEN",
-    "signing_key",
-    "hmac_key",
-    "encryption_key",
-    "master_key",
-    "webhook_secret",
-    "bearer",
-    "refresh_token",
-    "id_token",
-    "jwt",
-    "sas_token",
-    "license_key",
-    "secretKey",
-    "secretAccessKey",
-    "PASSWORD",
-    "db-password",
-    "private-key",
-    "credentials",
-    "client_secret",
+_KEY_HEADS = ("", "db", "smtp", "svc", "prod", "admin", "login", "session", "refresh", "id", "sas")
+_KEY_TAILS = (
+    ("token",),
+    ("password",),
+    ("passwd",),
+    ("pass",),
+    ("pwd",),
+    ("passphrase",),
+    ("secret",),
+    ("credentials",),
+    ("bearer",),
+    ("jwt",),
+    ("api", "key"),
+    ("access", "token"),
+    ("client", "secret"),
+    ("private", "key"),
+    ("secret", "access", "key"),
+    ("webhook", "secret"),
+    ("signing", "key"),
+    ("hmac", "key"),
+    ("encryption", "key"),
+    ("master", "key"),
+    ("license", "key"),
 )
+
+
+def secret_key_name(rng: random.Random) -> str:
+    """A key name that holds a secret, as configs write them: a plain head word or none, a
+    secret word or a role and ``key``, in snake, kebab, dotted, camel or upper case."""
+    words = [w for w in (rng.choice(_KEY_HEADS), *rng.choice(_KEY_TAILS)) if w]
+    style = rng.choice(["snake", "kebab", "dotted", "camel", "upper"])
+    if style == "camel":
+        return words[0] + "".join(w.capitalize() for w in words[1:])
+    if style == "upper":
+        return "_".join(words).upper()
+    return {"snake": "_", "kebab": "-", "dotted": "."}[style].join(words)
 
 
 def keyed_password(rng: random.Random) -> Secret:
@@ -892,7 +898,9 @@ def ordinary_config(rng: random.Random) -> dict[str, object]:
             "docker_image": f"ghcr.io/ml/trainer@sha256:{_hex(rng, 64)}",
             "base_image": "nvcr.io/nvidia/pytorch:24.01-py3",
             "git_describe": f"v1.2.3-14-g{_hex(rng, 7)}",
-            "wandb_run": "".join(rng.choice(string.ascii_lowercase + string.digits) for _ in range(8)),
+            "wandb_run": "".join(
+                rng.choice(string.ascii_lowercase + string.digits) for _ in range(8)
+            ),
             "endpoint": "http://localhost:8080/v1/chat/completions",
             "hostname": "gpu-node-17.cluster.local",
             "seed": rng.randint(0, 2**31),

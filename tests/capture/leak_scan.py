@@ -20,7 +20,6 @@ from pathlib import Path
 
 from tests.capture.fresh_secrets import SHAPES, WINDOW, Secret, keyed_password, make
 
-
 _SAMPLE = {name: make(name, random.Random(0)).text for name in SHAPES}
 MULTILINE = frozenset(name for name, text in _SAMPLE.items() if "\n" in text)
 SPACED = frozenset(name for name, text in _SAMPLE.items() if " " in text)
@@ -108,7 +107,8 @@ class Plantings:
         lines = [
             f"seed {self.seed}: {len(self.leaks)} of {len(self.all)} planted secrets leaked "
             f"({len(by_shape)} shapes, {len(by_place)} places)",
-            "by place: " + ", ".join(
+            "by place: "
+            + ", ".join(
                 f"{place} {n}/{planted_place[place]}" for place, n in by_place.most_common()
             ),
             "by shape: " + ", ".join(f"{shape} {n}" for shape, n in by_shape.most_common()),
@@ -120,8 +120,6 @@ class Plantings:
                 f"-> {', '.join(sorted(leak.where)[:4])}"
             )
         return "\n".join(lines)
-
-
 
 
 def _forms(text: str) -> Iterator[str]:
@@ -155,6 +153,9 @@ def files_text(folder: Path) -> Iterator[tuple[str, str]]:
         elif data[:6] == b"ARROW1":
             table = pa.ipc.open_file(path).read_all()
         if table is not None:
-            yield name, json.dumps(
-                [table.schema.to_string(), table.to_pylist()], default=str, ensure_ascii=False
+            yield (
+                name,
+                json.dumps(
+                    [table.schema.to_string(), table.to_pylist()], default=str, ensure_ascii=False
+                ),
             )
