@@ -10,6 +10,8 @@ import secrets
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.capture.fresh_secrets import keyed_password, make
 from tests.capture.planted import Planted, fresh_secrets
@@ -87,6 +89,9 @@ def test_a_private_key_is_found_by_the_library_and_its_body_cut() -> None:
     assert body
     assert all(line.lstrip("+-") == "***" for line in body), body
 
+
+_GATES = secret_library.Gates(gate for gate, _ in BUILTIN_PATTERNS)
+_GATE_LITERALS = sorted({x for gate in _GATES.gates for x in gate.literals})
 
 # an example of each of the project's own patterns: a shape the library has no plugin for
 OWN_EXAMPLES = {
@@ -227,3 +232,22 @@ def test_the_readme_s_plugin_example_extends_the_detector(tmp_path: Path) -> Non
     token = f"corp_tok_{secrets.randbelow(900_000) + 100_000}"
     assert RedactPolicy(plugins=(str(plugin),)).text(f"use {token} here") == "use *** here"
     assert RedactPolicy().text(f"use {token} here") == f"use {token} here"
+
+
+@given(
+    text=st.text(max_size=80)
+    | st.lists(
+        st.sampled_from([*_GATE_LITERALS, " ", "x", "Login", "AUTHORIZATION"]), max_size=8
+    ).map("".join)
+)
+def test_the_gates_open_exactly_where_the_literals_are(text: str) -> None:
+    """The gates file their literals by their rarest character and pass over a file whose
+    character a text lacks (cost); each gate still opens exactly where all its needs are met."""
+    expected = [
+        i
+        for i, gate in enumerate(_GATES.gates)
+        if all(
+            any(x in (text.lower() if gate.lower else text) for x in need) for need in gate.needs
+        )
+    ]
+    assert _GATES.opened(text) == expected

@@ -48,6 +48,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _RE2_MAX_REPEAT = 1000
+# a repeat's upper count over this is left open ("{0,512}" becomes "{0,}", a superset): RE2
+# compiles a count by copying its body, and the copies of the command-line rules' "[^\n]{0,512}"
+# made the joined pattern's automaton too large for its cache (150 times slower on plain prose)
+_RE2_MAX_RANGE = 16
 # a field named only "token(s)": in per-sample rows, a piece of text (a vocabulary entry), whose
 # value is judged by the value rules alone
 _TOKEN_FIELD = re.compile(r"(?i)tokens?")
@@ -252,8 +256,8 @@ def shape_pattern(policy: RedactPolicy, secrets: tuple[str, ...] = ()) -> str | 
 def _re2(pattern: str, flags: int = 0) -> str | None:
     """``pattern`` (Python syntax) as RE2 syntax matching at least wherever it matches:
     lookarounds, anchors and word boundaries dropped, possessive and atomic repeats made
-    plain, groups made non-capturing, repeat counts over RE2's limit left open; None when it
-    uses what RE2 has no superset for (backreferences, conditionals)."""
+    plain, groups made non-capturing, upper counts over :data:`_RE2_MAX_RANGE` left open;
+    None when it uses what RE2 has no superset for (backreferences, conditionals)."""
     out: list[str] = []
     i, n = 0, len(pattern)
     verbose = bool(flags & re.VERBOSE)
@@ -310,7 +314,7 @@ def _re2(pattern: str, flags: int = 0) -> str | None:
                 continue
             low, comma, high = counts.partition(",")
             low = low or "0"
-            if int(low) > _RE2_MAX_REPEAT or (high and int(high) > _RE2_MAX_REPEAT):
+            if int(low) > _RE2_MAX_REPEAT or (high and int(high) > _RE2_MAX_RANGE):
                 out.append(f"{{{min(int(low), _RE2_MAX_REPEAT)},}}")
             else:
                 out.append(f"{{{low}{comma}{high}}}")
