@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import json
 import random
 import string
@@ -165,26 +166,6 @@ def _gcp_service_account(d: Draw) -> str:
 
 
 @_shape
-def _gcp_api_key(d: Draw) -> str:
-    return "AIza" + d.b64url(35)
-
-
-@_shape
-def _gcp_oauth_client_secret(d: Draw) -> str:
-    return "GOCSPX-" + d.b64url(28)
-
-
-@_shape
-def _google_access_token(d: Draw) -> str:
-    return "ya29.a0" + d.b64url(160)
-
-
-@_shape
-def _google_refresh_token(d: Draw) -> str:
-    return "1//0" + d.b64url(98)
-
-
-@_shape
 def _azure_storage_connection(d: Draw) -> str:
     return (
         "DefaultEndpointsProtocol=https;AccountName=mlartifacts;"
@@ -225,33 +206,8 @@ def _azure_devops_pat(d: Draw) -> str:
 
 
 @_shape
-def _github_classic(d: Draw) -> str:
-    return "ghp_" + d.alnum(36)
-
-
-@_shape
 def _github_fine_grained(d: Draw) -> str:
     return f"github_pat_11{d.take(_B32 + string.digits, 20)}_{d.alnum(59)}"
-
-
-@_shape
-def _github_oauth(d: Draw) -> str:
-    return "gho_" + d.alnum(36)
-
-
-@_shape
-def _github_app(d: Draw) -> str:
-    return "ghs_" + d.alnum(36)
-
-
-@_shape
-def _gitlab_pat(d: Draw) -> str:
-    return "glpat-" + d.b64url(20)
-
-
-@_shape
-def _gitlab_trigger(d: Draw) -> str:
-    return "glptt-" + d.hex(40)
 
 
 @_shape
@@ -311,33 +267,8 @@ def _teams_webhook(d: Draw) -> str:
 
 
 @_shape
-def _stripe_secret(d: Draw) -> str:
-    return "sk_live_51" + d.alnum(97)
-
-
-@_shape
-def _stripe_restricted(d: Draw) -> str:
-    return "rk_live_51" + d.alnum(97)
-
-
-@_shape
-def _stripe_webhook(d: Draw) -> str:
-    return "whsec_" + d.alnum(32)
-
-
-@_shape
-def _twilio_api_key(d: Draw) -> str:
-    return "SK" + d.hex(32)
-
-
-@_shape
 def _sendgrid(d: Draw) -> str:
     return f"SG.{d.b64url(22)}.{d.b64url(43)}"
-
-
-@_shape
-def _mailgun(d: Draw) -> str:
-    return "key-" + d.hex(32)
 
 
 @_shape
@@ -376,21 +307,6 @@ def _huggingface(d: Draw) -> str:
 
 
 @_shape
-def _replicate(d: Draw) -> str:
-    return "r8_" + d.alnum(37)
-
-
-@_shape
-def _groq(d: Draw) -> str:
-    return "gsk_" + d.alnum(52)
-
-
-@_shape
-def _xai(d: Draw) -> str:
-    return "xai-" + d.alnum(80)
-
-
-@_shape
 def _wandb_login(d: Draw) -> str:
     return f"wandb login {d.hex(40)}"
 
@@ -415,23 +331,8 @@ def _kaggle_json(d: Draw) -> str:
 
 
 @_shape
-def _npm(d: Draw) -> str:
-    return "npm_" + d.alnum(36)
-
-
-@_shape
 def _npmrc(d: Draw) -> str:
     return f"//registry.npmjs.org/:_authToken={d.uuid()}"
-
-
-@_shape
-def _pypi(d: Draw) -> str:
-    return "pypi-AgEIcHlwaS5vcmc" + d.b64url(150)
-
-
-@_shape
-def _dockerhub(d: Draw) -> str:
-    return "dckr_pat_" + d.b64url(27)
 
 
 @_shape
@@ -691,31 +592,6 @@ def _b64_basic_bare(d: Draw) -> str:
 
 
 @_shape
-def _vault(d: Draw) -> str:
-    return "hvs.CAESI" + d.b64url(90)
-
-
-@_shape
-def _databricks(d: Draw) -> str:
-    return "dapi" + d.hex(32)
-
-
-@_shape
-def _digitalocean(d: Draw) -> str:
-    return "dop_v1_" + d.hex(64)
-
-
-@_shape
-def _shopify(d: Draw) -> str:
-    return "shpat_" + d.hex(32)
-
-
-@_shape
-def _linear(d: Draw) -> str:
-    return "lin_api_" + d.alnum(40)
-
-
-@_shape
 def _notion(d: Draw) -> str:
     return "ntn_" + d.digits(11, core=False) + d.alnum(35)
 
@@ -743,11 +619,6 @@ def _age_key(d: Draw) -> str:
 @_shape
 def _terraform(d: Draw) -> str:
     return f"{d.alnum(14)}.atlasv1.{d.alnum(67)}"
-
-
-@_shape
-def _heroku(d: Draw) -> str:
-    return "HRKU-AA" + d.b64url(58)
 
 
 @_shape
@@ -789,6 +660,44 @@ def make(shape: str, rng: random.Random) -> Secret:
 def fresh(rng: random.Random) -> list[Secret]:
     """One fresh secret of every shape."""
     return [make(shape, rng) for shape in SHAPES]
+
+
+# tokens that are their issuer's prefix and a random part: (shape, prefix, alphabet, length)
+_PREFIXED = (
+    ("gcp-api-key", "AIza", _B64URL, 35),
+    ("gcp-oauth-client-secret", "GOCSPX-", _B64URL, 28),
+    ("google-access-token", "ya29.a0", _B64URL, 160),
+    ("google-refresh-token", "1//0", _B64URL, 98),
+    ("github-classic", "ghp_", _ALNUM, 36),
+    ("github-oauth", "gho_", _ALNUM, 36),
+    ("github-app", "ghs_", _ALNUM, 36),
+    ("gitlab-pat", "glpat-", _B64URL, 20),
+    ("gitlab-trigger", "glptt-", _HEX, 40),
+    ("stripe-secret", "sk_live_51", _ALNUM, 97),
+    ("stripe-restricted", "rk_live_51", _ALNUM, 97),
+    ("stripe-webhook", "whsec_", _ALNUM, 32),
+    ("twilio-api-key", "SK", _HEX, 32),
+    ("mailgun", "key-", _HEX, 32),
+    ("replicate", "r8_", _ALNUM, 37),
+    ("groq", "gsk_", _ALNUM, 52),
+    ("xai", "xai-", _ALNUM, 80),
+    ("npm", "npm_", _ALNUM, 36),
+    ("pypi", "pypi-AgEIcHlwaS5vcmc", _B64URL, 150),
+    ("dockerhub", "dckr_pat_", _B64URL, 27),
+    ("vault", "hvs.CAESI", _B64URL, 90),
+    ("databricks", "dapi", _HEX, 32),
+    ("digitalocean", "dop_v1_", _HEX, 64),
+    ("shopify", "shpat_", _HEX, 32),
+    ("linear", "lin_api_", _ALNUM, 40),
+    ("heroku", "HRKU-AA", _B64URL, 58),
+)
+for _name, _prefix, _alphabet, _length in _PREFIXED:
+    SHAPES[_name] = functools.partial(
+        lambda d, prefix, alphabet, length: prefix + d.take(alphabet, length),
+        prefix=_prefix,
+        alphabet=_alphabet,
+        length=_length,
+    )
 
 
 # --- secrets that only their key names give away (a password a person picks) -----------------

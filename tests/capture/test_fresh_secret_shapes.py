@@ -26,13 +26,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import git
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from tests.capture.fresh_secrets import Secret, secret_key_name
 from tests.capture.leak_scan import Plantings, files_text
+from tests.capture.test_planted_secrets import APP, init_repo
 from tests.servers import S3Server
 
 pytestmark = pytest.mark.slow
@@ -47,36 +47,6 @@ def _quote_override(text: str) -> str | None:
             return f"{quote}{text}{quote}"
     return None
 
-
-APP = """
-import json
-from pathlib import Path
-
-import hydra
-
-import warehouse
-
-
-@hydra.main(version_base="1.3", config_path="conf", config_name="config")
-def main(cfg):
-    planted = json.loads(Path(cfg.planted_file).read_text())
-    run = warehouse.current_run()
-    rows = [
-        {"sample_id": f"s{i}", "prompt": text, "correct": i % 2}
-        for i, text in enumerate(planted["prompts"])
-    ]
-    for row, headers in zip(rows, planted["headers"]):
-        row["headers"] = headers
-    run.log_samples("val", rows)
-    # a sample id is replaced whole, so only one can hold a secret per split
-    run.log_samples("test", [{"sample_id": planted["sample_id"], "correct": 1}])
-    run.log_metrics("val", {"acc": 0.5, **{name: 0.1 for name in planted["metrics"]}})
-    raise RuntimeError(planted["error"])
-
-
-if __name__ == "__main__":
-    main()
-"""
 
 CHILD = """
 import json, sys
@@ -100,12 +70,7 @@ NOTEBOOK_CELL = {
 
 def make_project(folder: Path, p: Plantings) -> Path:
     """A git work tree whose history, remote, branch and uncommitted changes hold secrets."""
-    folder.mkdir()
-    repo = git.Repo.init(folder, initial_branch="main")
-    with repo.config_writer() as config:
-        config.set_value("user", "name", "Test")
-        config.set_value("user", "email", "test@example.com")
-        config.set_value("commit", "gpgsign", "false")
+    repo = init_repo(folder)
     remote = p.secret("git.remote", "github-classic").text
     repo.create_remote("origin", f"https://x-access-token:{remote}@github.com/ml/x.git")
     removed = p.each("git.diff-removed", single_line=True)
@@ -210,13 +175,6 @@ def file_names(p: Plantings, place: str, n: int) -> list[tuple[Secret, str]]:
 
 def metric_name(s: Secret) -> str:
     return f"f1_{s.text}"
-
-
-@pytest.fixture
-def servers(es_url: str, es_prefix: str, s3_server: S3Server, s3_bucket: str) -> dict[str, str]:
-    return {"WAREHOUSE_ES_URL": es_url, "WAREHOUSE_INDEX_PREFIX": es_prefix} | (
-        s3_server.settings_env(s3_bucket)
-    )
 
 
 def test_fresh_secrets_of_every_shape_are_stored_and_served_nowhere(
