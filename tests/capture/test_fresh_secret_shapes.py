@@ -145,11 +145,9 @@ def keyed_headers(p: Plantings, place: str) -> dict[str, str]:
     """A request's headers in a sample: passwords a person picks under secret names, and a
     token under ``token`` (in a sample row a field named only ``token`` is a piece of text,
     judged by its value)."""
-    headers = {
-        name: p.password(place).text
-        # a dotted name is a path in Elasticsearch: two rows' "a.b" and "a.b.c" collide there
-        for name in ("Authorization", "X-Api-Key", "password", *key_names(p, 1, dots=False))
-    }
+    # a dotted name is a path in Elasticsearch: two rows' "a.b" and "a.b.c" collide there
+    drawn = [n for n in key_names(p, 4, dots=False) if n.lower() not in ("token", "tokens")]
+    headers = {name: p.password(place).text for name in ("Authorization", "X-Api-Key", *drawn[:2])}
     headers["token"] = p.some(place, 1)[0].text
     return headers
 

@@ -201,3 +201,20 @@ def test_a_short_secret_word_inside_a_longer_word_is_none(
     assume(head + word != "pass")
     name = _join([*prefix, head + word, "cache"], style)
     assert not is_secret_key(name, PATTERNS), name
+
+
+@given(
+    prefix=st.lists(role_free_words, max_size=2),
+    word=st.sampled_from(["PASS", "PAT", "KEY", "DSN", "SESSION", "PASSPHRASE"]),
+    head=st.lists(st.from_regex(r"[A-Z]{2,8}", fullmatch=True), max_size=2),
+)
+@example(prefix=["f1"], word="PAT", head=["AZURE", "DEVOPS", "EXT"])
+def test_a_name_ending_like_a_secret_environment_variable_is_secret(
+    prefix: list[str], word: str, head: list[str]
+) -> None:
+    """``f1_AZURE_DEVOPS_EXT_PAT=x`` (a metric named after an assignment): the upper-case tail
+    is read by the environment's rules."""
+    from warehouse.capture.secret_keys import is_secret_assignment_name
+
+    key = "_".join([*prefix, *head, word])
+    assert is_secret_assignment_name(key, COMPACT), key

@@ -186,10 +186,14 @@ def is_secret_env_name(name: str, compact: tuple[str, ...]) -> bool:
 
 def is_secret_assignment_name(key: str, compact: tuple[str, ...]) -> bool:
     """Whether ``key`` names a secret where it is assigned: by the key patterns, and by the
-    environment's rules when it is spelled like an environment variable (``AZURE_PAT=``)."""
+    environment's rules where it ends in a name spelled like an environment variable
+    (``AZURE_PAT=``, ``f1_AZURE_DEVOPS_EXT_PAT=``: the parts after the last lower-case one)."""
     if is_secret_name(key, compact):
         return True
-    return bool(compact) and key.isupper() and is_secret_env_name(key, compact)
+    parts = key.split("_")
+    last_lower = max((i for i, part in enumerate(parts) if not part.isupper()), default=-1)
+    tail = "_".join(parts[last_lower + 1 :])
+    return bool(compact) and tail.isupper() and is_secret_env_name(tail, compact)
 
 
 @functools.lru_cache(maxsize=16_384)
