@@ -28,8 +28,15 @@ _warned: set[tuple[str, str]] = set()
 _lock = threading.Lock()
 
 # A URL's scheme and authority; the credentials are what precedes the authority's last '@'.
+# A password may hold '#' or '?' unencoded (``redis://:pa#ss@host``), so the authority is read
+# up to the first '/' or blank, and the userinfo is cut at its last '@' when what follows it
+# is a host (:data:`_HOST`); else the authority ends at the first '?' or '#'.
 # Possessive repeats (``*+``) never give characters back: one pass over any text (linear).
-URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]{0,31})://(?P<authority>[^/\s?#]*+)")
+URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]{0,31})://(?P<authority>[^/\s]*+)")
+# a host, maybe with a port, then where an authority ends
+_HOST = re.compile(
+    r"(?:[\w\-.~%!$&'()*+,;=]++|\[[0-9A-Fa-f:.]++\])(?::[0-9]*+)?+(?=[?#\\\"'<>)\]},]|$)"
+)
 # an scp-style git remote, ``user@host:path`` (a whole string, never inside free text)
 _SCP = re.compile(r"(?P<user>[^@/\s:]++)@(?P<rest>[^@/\s:]++:(?!//)\S*+)")
 TOKEN_USER_SCHEMES = frozenset({"http", "https", "ftp", "ftps", "ws", "wss"})
@@ -58,8 +65,12 @@ def strip_url_credentials(text: str, mark: str | None = None) -> str:
     def userinfo(match: re.Match[str]) -> str:
         scheme, authority = match["scheme"], match["authority"]
         info, at, host = authority.rpartition("@")  # a password may hold '@': the last one
-        if not at:
-            return match.group(0)
+        if not at or _HOST.match(host) is None or not _userinfo_like(info):
+            plain = re.split(r"[?#]", authority, maxsplit=1)[0]
+            info, at, host = plain.rpartition("@")
+            host += authority[len(plain) :]
+            if not at:
+                return match.group(0)
         if mark is None:
             return f"{scheme}://{host}"
         if ":" in info or scheme.lower() in TOKEN_USER_SCHEMES:
@@ -67,6 +78,17 @@ def strip_url_credentials(text: str, mark: str | None = None) -> str:
         return match.group(0)
 
     return URL.sub(userinfo, text)
+
+
+def _userinfo_like(info: str) -> bool:
+    """Whether ``info`` (what precedes an authority's last '@') is a user and password rather
+    than a host and a query: before a '?' or '#' in it comes ``user:password``, not a host
+    and its port (``host?email=a@b.org``, ``host:8080#x@y``)."""
+    head = re.split(r"[?#]", info, maxsplit=1)
+    if len(head) == 1:
+        return True
+    _, colon, password = head[0].partition(":")
+    return bool(colon) and not password.isdigit()
 
 
 def is_loopback(host: str) -> bool:

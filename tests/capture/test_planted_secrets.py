@@ -114,9 +114,14 @@ def main(cfg):
         {"sample_id": f"s{i}", "prompt": text, "correct": i % 2}
         for i, text in enumerate(planted["prompts"])
     ]
+    for row, headers in zip(rows, planted.get("headers", [])):
+        row["headers"] = headers
     run.log_samples("val", rows)
-    run.log_metrics("val", {"acc": 0.5, planted["metric"]: 0.1})
-    run.log_step(0, **{planted["metric"]: 0.3, "loss": 1.0})
+    if "sample_id" in planted:  # a sample id is replaced whole: one secret a split
+        run.log_samples("test", [{"sample_id": planted["sample_id"], "correct": 1}])
+    metrics = planted.get("metrics") or [planted["metric"]]
+    run.log_metrics("val", {"acc": 0.5, **{name: 0.1 for name in metrics}})
+    run.log_step(0, **{metrics[0]: 0.3, "loss": 1.0})
     raise RuntimeError(planted["error"])
 
 
@@ -125,13 +130,19 @@ if __name__ == "__main__":
 """
 
 
-def make_project(folder: Path, s: Secrets) -> Path:
+def init_repo(folder: Path) -> git.Repo:
+    """A new git work tree in ``folder`` that commits without a signature."""
     folder.mkdir()
     repo = git.Repo.init(folder, initial_branch="main")
     with repo.config_writer() as config:
         config.set_value("user", "name", "Test")
         config.set_value("user", "email", "test@example.com")
         config.set_value("commit", "gpgsign", "false")
+    return repo
+
+
+def make_project(folder: Path, s: Secrets) -> Path:
+    repo = init_repo(folder)
     gitlab = s.shapes["gitlab token"].text
     repo.create_remote("origin", f"https://oauth2:{gitlab}@gitlab.example.com/team/x.git")
     (folder / ".env").write_text("DEBUG=1\n")
@@ -205,13 +216,6 @@ def run_in(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 # --- the test -------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def servers(es_url: str, es_prefix: str, s3_server: S3Server, s3_bucket: str) -> dict[str, str]:
-    return {"WAREHOUSE_ES_URL": es_url, "WAREHOUSE_INDEX_PREFIX": es_prefix} | (
-        s3_server.settings_env(s3_bucket)
-    )
 
 
 def test_fresh_secrets_planted_everywhere_appear_nowhere_stored_or_served(

@@ -4,6 +4,7 @@ rows it marks."""
 
 from __future__ import annotations
 
+import random
 import secrets
 import string
 
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.capture.fresh_secrets import SHAPES, Secret, make
 from tests.capture.planted import fresh_secrets
 from warehouse.capture import redact_samples
 from warehouse.capture.redact import REDACTED, RedactPolicy
@@ -19,6 +21,11 @@ from warehouse.capture.redact_samples import scrub_batch, shape_pattern
 
 POLICY = RedactPolicy()
 PLANTED = fresh_secrets()
+
+
+def make_one(rng: random.Random) -> Secret:
+    """A fresh secret of a shape drawn by ``rng``."""
+    return make(rng.choice(sorted(SHAPES)), rng)
 
 
 def _full_scan(values: list[str | None], policy: RedactPolicy = POLICY) -> list[str | None]:
@@ -31,6 +38,12 @@ fragments = st.one_of(
     st.sampled_from([p.text for p in PLANTED]),
     st.sampled_from(["password=", "token: ", "max_tokens=512", "https://u:p@h/x", "Bearer "]),
     st.sampled_from(["sk-", "AKIA", "eyJ", "-----BEGIN RSA PRIVATE KEY-----\n", "\n", " "]),
+    # the shapes of the fresh red-team round: each rule of theirs must be in the shape pattern
+    st.integers(0, 2**32).map(lambda seed: make_one(random.Random(seed)).text),
+    st.sampled_from(
+        ["--password ", "--signing-key ", "db_pass=", "key: ", "sig=", "mysql -u root -p", "login "]
+    ),
+    st.sampled_from(['\\"token\\": \\"', "AUTH_PAT=", "password ", "machine h login u password "]),
 )
 rows = st.lists(st.lists(fragments, max_size=6).map("".join) | st.none(), min_size=1, max_size=30)
 

@@ -10,7 +10,10 @@ import secrets
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from tests.capture.fresh_secrets import keyed_password, make
 from tests.capture.planted import Planted, fresh_secrets
 from warehouse.capture import secret_library
 from warehouse.capture.redact import (
@@ -87,6 +90,9 @@ def test_a_private_key_is_found_by_the_library_and_its_body_cut() -> None:
     assert all(line.lstrip("+-") == "***" for line in body), body
 
 
+_GATES = secret_library.Gates(gate for gate, _ in BUILTIN_PATTERNS)
+_GATE_LITERALS = sorted({x for gate in _GATES.gates for x in gate.literals})
+
 # an example of each of the project's own patterns: a shape the library has no plugin for
 OWN_EXAMPLES = {
     "authorization header": "Authorization: Token " + secrets.token_hex(20),
@@ -102,6 +108,30 @@ OWN_EXAMPLES = {
     "npm token": "npm_" + secrets.token_hex(18),
     "aws secret access key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "EXAMPLE0Ke",
     "cookie header": "Cookie: session=" + secrets.token_hex(8),
+}
+# the patterns of the fresh red-team round, on fresh secrets of their shapes (tests/capture/
+# fresh_secrets.py: each shape drawn by its issuer's rule, from a new seed at every run)
+_RNG = random.Random(secrets.randbits(64))
+_PASSWORD = keyed_password(_RNG).text
+_ISSUERS = ["dockerhub", "vault", "digitalocean", "shopify", "linear", "notion", "grafana"]
+_ISSUERS += ["newrelic", "postman", "heroku", "gcp-oauth-client-secret", "google-access-token"]
+_ISSUERS += ["replicate", "groq", "xai", "stripe-webhook", "bitbucket-app-password", "age-key"]
+OWN_EXAMPLES |= {
+    "quoted authorization header": '{"Authorization": "Token ' + secrets.token_hex(20) + '"}',
+    "issuer-prefixed token": make(_RNG.choice(_ISSUERS), _RNG).text,
+    "databricks token": make("databricks", _RNG).text,
+    "mailgun key": make("mailgun", _RNG).text,
+    "terraform cloud token": make("terraform", _RNG).text,
+    "azure client secret": make("azure-ad-client-secret", _RNG).text,
+    "mysql -p password": make("cli-mysql-p", _RNG).text,
+    "sshpass -p password": make("sshpass", _RNG).text,
+    "redis-cli -a password": f"redis-cli -h cache-1 -a {_PASSWORD} ping",
+    "login -p password": f"docker login -u ci -p {_PASSWORD} ghcr.io",
+    "curl user:password": make("curl-user", _RNG).text,
+    "login token": make("wandb-login", _RNG).text,
+    "netrc password": make("netrc", _RNG).text,
+    "password line": f"password {_PASSWORD}",
+    "pgpass line": make("pgpass", _RNG).text,
 }
 
 
@@ -202,3 +232,22 @@ def test_the_readme_s_plugin_example_extends_the_detector(tmp_path: Path) -> Non
     token = f"corp_tok_{secrets.randbelow(900_000) + 100_000}"
     assert RedactPolicy(plugins=(str(plugin),)).text(f"use {token} here") == "use *** here"
     assert RedactPolicy().text(f"use {token} here") == f"use {token} here"
+
+
+@given(
+    text=st.text(max_size=80)
+    | st.lists(
+        st.sampled_from([*_GATE_LITERALS, " ", "x", "Login", "AUTHORIZATION"]), max_size=8
+    ).map("".join)
+)
+def test_the_gates_open_exactly_where_the_literals_are(text: str) -> None:
+    """The gates file their literals by their rarest character and pass over a file whose
+    character a text lacks (cost); each gate still opens exactly where all its needs are met."""
+    expected = [
+        i
+        for i, gate in enumerate(_GATES.gates)
+        if all(
+            any(x in (text.lower() if gate.lower else text) for x in need) for need in gate.needs
+        )
+    ]
+    assert _GATES.opened(text) == expected

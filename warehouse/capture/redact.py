@@ -58,13 +58,17 @@ from warehouse.capture.secret_keys import (
     REDACTED,
     compact_patterns,
     env_secrets,
+    is_secret_assignment_name,
     is_secret_key,
     is_secret_name,
 )
 from warehouse.capture.secret_values import (
+    PEM_BEGIN,
     VALUE_PATTERNS,
+    command_secrets,
     compile_value_pattern,
     find_secrets,
+    is_secret_pair,
     redact_pem,
     replace_spans,
 )
@@ -83,18 +87,37 @@ DEFAULT_REDACT_FILES = (
 )
 """File name globs (case-insensitive, on the base name) whose diffs are never recorded."""
 
-_QUERY_PARAM = re.compile(r"(?P<sep>[?&;])(?P<name>[^=&;#\s]++)=(?P<value>[^&;#\s]*+)")
-# ``key=value`` / ``"key": "value"`` inside text; starts only where a word starts. The value is
-# read ahead, not taken: a key that is no secret leaves its value to be read again
-# (``failed: password=x``). Bounded, so a word of many ``=`` costs linear time.
+# a query parameter; its value runs over a "&" that starts no other parameter (a password
+# holding "&" unencoded: ``?password=a&b&ssl=true``)
+_QUERY_PARAM = re.compile(
+    r"(?P<sep>[?&;])(?P<name>[^=&;#\s]++)=(?P<value>(?:[^&;#\s]|&(?![\w.\-]{1,64}+=)){0,4096}+)"
+)
+# query parameters that carry a signature, whatever the key patterns: a presigned S3 or GCS
+# URL's, an Azure SAS's ``sig``
+_SIGNATURE_PARAMS = frozenset({"sig", "signature", "x-amz-signature", "x-goog-signature"})
+# ``key=value`` / ``"key": "value"`` / ``\"key\": \"value\"`` (a JSON string inside a string)
+# / ``--key=value`` inside text; starts only where a word starts. The value is read ahead, not
+# taken: a key that is no secret leaves its value to be read again (``failed: password=x``).
+# Bounded, so a word of many ``=`` costs linear time. A quoted value may start on the next
+# line (YAML folds a long ``"key": "value"`` there, a diff line's ``+`` before it). An unquoted
+# value ends at a blank, at ``,;"'`` or a closing bracket, and at an ``&`` only where another
+# ``name=`` follows.
 _ASSIGN = re.compile(
-    r"(?<![\w.\-])(?P<key>[A-Za-z_][\w.\-]*+)(?P<mid>[\"']?[ \t]*+[:=][ \t]*+)"
-    r"(?=(?P<value>\"[^\"\n]{0,4096}+\"|'[^'\n]{0,4096}+'|[^\s,;&\"'}\])]{1,4096}+))"
+    r"(?<![\w.])(?P<key>[A-Za-z_][\w.\-]*+)(?P<mid>\\?[\"']?[ \t]*+[:=][ \t]*+"
+    r"(?:\n[+\- \t]{1,16}+(?=\\?[\"']))?+)"
+    r"(?=(?P<value>\\\"(?:[^\"\\\n]|\\[^\"\n]){0,4096}+\\\"|\"[^\"\n]{0,4096}+\"|'[^'\n]{0,4096}+'"
+    r"|(?:[^\s,;&\"'}\])\\]|&(?![\w.\-]{1,64}+=)){1,4096}+))"
+)
+# ``--key value`` inside text (a command line quoted in a log or a note), the value maybe the
+# next item of a YAML list (``- --password`` then ``- value``)
+_FLAG_VALUE = re.compile(
+    r"(?<![\w\-])--?(?P<key>[A-Za-z][\w.\-]{0,64}+)(?:[ \t]++|[ \t]*+\n[+\- ]?[ \t]{0,16}+-[ \t]++)"
+    r"(?=(?P<value>'[^'\n]{1,4096}+'|\"[^\"\n]{1,4096}+\"|(?!-)[^\s'\"]{1,4096}+))"
 )
 # a whole ``key: value`` line (YAML, .env, Python, a diff line): the rest of the line goes
 _LINE_ASSIGN = re.compile(
-    r"^(?P<lead>[ \t]*+(?:[-+][ \t]*+){0,2}(?:export[ \t]++)?[\"']?)"
-    r"(?P<key>[A-Za-z_][\w.\-]*+)(?P<mid>[\"']?[ \t]*+[:=][ \t]*+)(?P<value>[^\n]++)",
+    r"^(?P<lead>[ \t]*+(?:[-+][ \t]*+){0,2}(?:export[ \t]++)?(?:\\?[\"'])?)"
+    r"(?P<key>[A-Za-z_][\w.\-]*+)(?P<mid>\\?[\"']?[ \t]*+[:=][ \t]*+)(?P<value>[^\n]++)",
     re.MULTILINE,
 )
 
@@ -211,30 +234,40 @@ def _scrub_value(text: str, compiled: _Compiled) -> str:
         return text
     if "://" in text:
         text = _redact_urls(text, compiled.keys)
-    if ("PRIVATE KEY" in text or "PuTTY" in text) and secret_library.has_private_key(
-        text, compiled.plugins
+    if ("PRIVATE" in text and PEM_BEGIN.search(text) is not None) or (
+        "PuTTY" in text and secret_library.has_private_key(text, compiled.plugins)
     ):
         text = redact_pem(text)
     spans = find_secrets(text, compiled.user, compiled.plugins)
     if spans:
         text = replace_spans(text, spans)
-    if compiled.keys and ("=" in text or ":" in text):
+    if compiled.keys and ("=" in text or ":" in text or "-" in text):
         text = _redact_assignments(text, compiled.keys)
     return text
 
 
 def _redact_assignments(text: str, keys: tuple[str, ...]) -> str:
     def line(match: re.Match[str]) -> str:
-        if not is_secret_name(match["key"], keys):
+        if not is_secret_pair(match["key"], match["value"], keys):
             return match[0]
         return _hidden(match[0], match.start("value") - match.start(), match["value"])
 
-    text = _LINE_ASSIGN.sub(line, text)
-    spans = [
-        match.span("value")
-        for match in _ASSIGN.finditer(text)
-        if is_secret_name(match["key"], keys) and _worth_hiding(match["value"])
-    ]
+    if "=" in text or ":" in text:
+        text = _LINE_ASSIGN.sub(line, text)
+        spans = [
+            match.span("value")
+            for match in _ASSIGN.finditer(text)
+            if _worth_hiding(match["value"]) and is_secret_pair(match["key"], match["value"], keys)
+        ]
+    else:
+        spans = []
+    if "-" in text:
+        spans += [
+            match.span("value")
+            for match in _FLAG_VALUE.finditer(text)
+            if _worth_hiding(match["value"]) and is_secret_name(match["key"], keys)
+        ]
+        spans.sort()
     out: list[str] = []
     pos = 0
     for start, end in spans:
@@ -249,7 +282,7 @@ def _redact_assignments(text: str, keys: tuple[str, ...]) -> str:
 
 
 def _worth_hiding(value: str) -> bool:
-    bare = value.strip().strip("\"'")
+    bare = value.strip().strip("\\\"'")
     return bool(bare) and bare != REDACTED
 
 
@@ -257,7 +290,11 @@ def _hidden(whole: str, at: int, value: str) -> str:
     """``whole`` with its ``value`` (starting at ``at``) replaced, its quotes kept."""
     if not _worth_hiding(value):
         return whole
-    quote = value[0] if value[:1] in ("'", '"') and value[-1:] == value[0] else ""
+    quote = ""
+    if value[:2] == '\\"' and value[-2:] == '\\"' and len(value) >= 4:
+        quote = '\\"'
+    elif value[:1] in ("'", '"') and value[-1:] == value[0] and len(value) >= 2:
+        quote = value[0]
     return f"{whole[:at]}{quote}{REDACTED}{quote}"
 
 
@@ -307,21 +344,42 @@ def _redact(obj: Any, compiled: _Compiled, found: set[str], path: set[int]) -> A
         path.add(id(obj))
         out: dict[Any, Any] = {}
         for key, value in obj.items():
-            if is_secret_name(str(key), compiled.keys):
+            name = str(key)
+            if is_secret_pair(name, value, compiled.keys):
                 _collect(value, found)
-                out[key] = REDACTED
+                out[_clean_key(key, compiled, out)] = REDACTED
             else:
-                out[key] = _redact(value, compiled, found, path)
+                out[_clean_key(key, compiled, out)] = _redact(value, compiled, found, path)
         path.discard(id(obj))
         return out
     if isinstance(obj, list | tuple):
         if id(obj) in path:
             return "<cycle>"
         path.add(id(obj))
-        items = [_redact(item, compiled, found, path) for item in obj]
+        if obj and all(isinstance(item, str) for item in obj):  # maybe a command line
+            args, secrets = _scrub_args(list(obj), compiled, first=0)
+            found.update(secret for secret in secrets if len(secret) >= MIN_SCRUB_LENGTH)
+            items = [_scrub_value(arg, compiled) for arg in args]
+        else:
+            items = [_redact(item, compiled, found, path) for item in obj]
         path.discard(id(obj))
         return items
     return obj
+
+
+def _clean_key(key: Any, compiled: _Compiled, taken: Mapping[Any, Any]) -> Any:
+    """A mapping key without secrets (a key is stored as a config path and a param name);
+    one that would collide with a key already taken gets a number."""
+    if not isinstance(key, str):
+        return key
+    clean = _scrub_value(key, compiled)
+    if clean == key:
+        return key
+    numbered, n = clean, 1
+    while numbered in taken:
+        n += 1
+        numbered = f"{clean}#{n}"
+    return numbered
 
 
 def _collect(value: Any, found: set[str]) -> None:
@@ -368,8 +426,11 @@ def _redact_urls(text: str, compiled: tuple[str, ...]) -> str:
     if compiled and ("?" in text):
 
         def param(match: re.Match[str]) -> str:
-            if match["value"] and is_secret_name(match["name"], compiled):
-                return f"{match['sep']}{match['name']}={REDACTED}"
+            name, value = match["name"], match["value"]
+            if value and (
+                name.lower() in _SIGNATURE_PARAMS or is_secret_pair(name, value, compiled)
+            ):
+                return f"{match['sep']}{name}={REDACTED}"
             return match.group(0)
 
         text = _QUERY_PARAM.sub(param, text)
@@ -407,7 +468,7 @@ def override_secrets(overrides: Iterable[str], patterns: Sequence[str] | RedactP
         parts = _override_parts(override)
         if parts is None or not parts[2]:
             continue
-        if is_secret_name(parts[1], compiled):
+        if is_secret_assignment_name(parts[1], compiled):
             found.add(parts[2].strip("'\""))
         elif "{" in parts[2]:
             for item in _DICT_ITEM.finditer(parts[2]):
@@ -440,13 +501,15 @@ def redact_overrides(overrides: Iterable[str], patterns: Sequence[str] | RedactP
         parts = _override_parts(override)
         if parts is None:
             out.append(_scrub_value(override, compiled))
-        elif is_secret_name(parts[1], compiled.keys):
-            out.append(f"{parts[0]}{parts[1]}={REDACTED}")
         else:
-            value = _scrub_value(parts[2], compiled)
-            if "{" in value:
-                value = _redact_dict_value(value, compiled.keys)
-            out.append(f"{parts[0]}{parts[1]}={value}")
+            key = _scrub_value(parts[1], compiled)  # a key may be a secret too: a tag "tok=en"
+            if is_secret_assignment_name(parts[1], compiled.keys):
+                value = REDACTED
+            else:
+                value = _scrub_value(parts[2], compiled)
+                if "{" in value:
+                    value = _redact_dict_value(value, compiled.keys)
+            out.append(f"{parts[0]}{key}={value}")
     secrets = _ordered_secrets(override_secrets(items, policy) | policy.secrets)
     return [_scrub_text(item, secrets) for item in out]
 
@@ -456,33 +519,45 @@ _FLAG = re.compile(r"(?P<dashes>--?)(?P<name>[A-Za-z][\w.\-]*+)(?:(?P<eq>=)(?P<v
 
 def redact_command(argv: Sequence[str], patterns: Sequence[str] | RedactPolicy) -> list[str]:
     """A command line with the values of secret-looking flags hidden (``--password X``,
-    ``--api-key=Y``, ``db.password=Z``), those values scrubbed from every other argument, and
-    each argument redacted as text (URL credentials, secret-looking values)."""
+    ``--api-key=Y``, ``db.password=Z``), the passwords known tools take without a key name
+    (``mysql -pX``, ``curl -u user:X``, ``sshpass -p X``, ``wandb login X``), those values
+    scrubbed from every other argument, and each argument redacted as text (URL credentials,
+    secret-looking values)."""
     policy = as_policy(patterns)
     compiled = _compile(policy)
-    args = [str(a) for a in argv]
-    out: list[str] = []
-    found: set[str] = set()
-    hide_next = False
-    for index, arg in enumerate(args):
-        if hide_next:
-            hide_next = False
-            found.add(arg)
-            out.append(REDACTED)
-            continue
-        flag = _FLAG.fullmatch(arg) if index > 0 else None
-        if flag is not None and is_secret_name(flag["name"], compiled.keys):
-            if flag["eq"]:
-                found.add(flag["value"])
-                out.append(f"{flag['dashes']}{flag['name']}={REDACTED}")
-                continue
-            following = args[index + 1] if index + 1 < len(args) else None
-            hide_next = following is not None and not _looks_like_flag(following)
-            out.append(arg)
-            continue
-        out.append(arg)
+    out, found = _scrub_args([str(a) for a in argv], compiled, first=1)
     found |= override_secrets(out[1:], policy)
     return [out[0], *redact_overrides(out[1:], policy.with_secrets(found))] if out else []
+
+
+def _scrub_args(args: list[str], compiled: _Compiled, *, first: int) -> tuple[list[str], set[str]]:
+    """``args`` (a command line, or a list of strings that may be one) with the argument after
+    a secret flag from index ``first`` on (``--password X``) and the passwords the known tools'
+    rules find in the joined line replaced; the secrets found."""
+    out = list(args)
+    found: set[str] = set()
+    for index in range(first, len(args) - 1):
+        flag = _FLAG.fullmatch(args[index])
+        if flag is None or flag["eq"] or _looks_like_flag(args[index + 1]):
+            continue
+        if is_secret_name(flag["name"], compiled.keys):
+            found.add(args[index + 1])
+            out[index + 1] = REDACTED
+    joined = " ".join(args)
+    spans = command_secrets(joined) if len(args) > 1 else []
+    if spans:
+        starts = [0]
+        for arg in args[:-1]:
+            starts.append(starts[-1] + len(arg) + 1)
+        for span_start, span_end in spans:
+            found.add(joined[span_start:span_end])
+            for index, start in enumerate(starts):
+                end = start + len(args[index])
+                if span_start < end and span_end > start and out[index] != REDACTED:
+                    cut_start, cut_end = max(span_start, start) - start, min(span_end, end) - start
+                    arg = args[index]
+                    out[index] = f"{arg[:cut_start]}{REDACTED}{arg[cut_end:]}"
+    return out, found
 
 
 def _looks_like_flag(arg: str) -> bool:

@@ -3,9 +3,12 @@ millions of rows.
 
 :func:`scrub_batch` redacts a record batch's column names and every column that holds text
 (strings, dictionary-encoded strings, binary, and text nested in lists, structs or maps); no
-column that can hold text is passed over. A full scan (:meth:`RedactPolicy.text`) costs tens
-of microseconds a row, so rows are first **scanned by shape** in Arrow (RE2, in C++), with
-two regular expressions:
+column that can hold text is passed over. A struct field or a map entry under a secret key
+name (``headers.Authorization``, ``{"password": ...}``) is hidden whole, as in a config; a field
+named only ``token(s)`` holds text in sample rows (a vocabulary entry) and is judged by value.
+
+A full scan (:meth:`RedactPolicy.text`) costs tens of microseconds a row, so rows are first
+**scanned by shape** in Arrow (RE2, in C++), with two regular expressions:
 
 - one that matches wherever any rule but the token rule could. It is built from the rules
   themselves — detect-secrets' plugin regexes, the project's value patterns, the user's
@@ -31,7 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.capture import secret_library
 from warehouse.capture.redact import RedactPolicy
-from warehouse.capture.secret_keys import MIN_SCRUB_LENGTH, compact_patterns
+from warehouse.capture.secret_keys import (
+    MIN_SCRUB_LENGTH,
+    REDACTED,
+    compact_patterns,
+    is_secret_assignment_name,
+)
 from warehouse.capture.secret_values import BUILTIN_PATTERNS, TOKEN_MIN, redact_tokens
 
 if TYPE_CHECKING:
@@ -40,6 +48,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _RE2_MAX_REPEAT = 1000
+# a repeat's upper count over this is left open ("{0,512}" becomes "{0,}", a superset): RE2
+# compiles a count by copying its body, and the copies of the command-line rules' "[^\n]{0,512}"
+# made the joined pattern's automaton too large for its cache (150 times slower on plain prose)
+_RE2_MAX_RANGE = 16
+# a field named only "token(s)": in per-sample rows, a piece of text (a vocabulary entry), whose
+# value is judged by the value rules alone
+_TOKEN_FIELD = re.compile(r"(?i)tokens?")
 TOKEN_SHAPE = f"[A-Za-z0-9+/_\\-]{{{TOKEN_MIN},}}"
 """Where the token rule could apply: a run of base64 characters long enough to be judged."""
 
@@ -52,6 +67,7 @@ class Scan:
     text: Callable[[str], str]
     shape: str | None
     tokens: Callable[[str], str] = redact_tokens
+    secret_field: Callable[[str], bool] = lambda name: False
 
 
 def scrub_batch(
@@ -73,7 +89,12 @@ def scrub_batch(
     def text(value: str) -> str:
         return policy.text(value, secrets)
 
-    scan = Scan(text, shape_pattern(policy, literal))
+    compact = compact_patterns(policy.keys)
+
+    def secret_field(name: str) -> bool:
+        return _TOKEN_FIELD.fullmatch(name) is None and is_secret_assignment_name(name, compact)
+
+    scan = Scan(text, shape_pattern(policy, literal), secret_field=secret_field)
     skipped = frozenset(skip)
     names: list[str] = []
     columns: list[pa.Array] = []
@@ -109,7 +130,7 @@ def scrub_array(array: pa.Array, scan: Scan) -> tuple[pa.Array, int]:
         return pa.DictionaryArray.from_arrays(array.indices, dictionary), count
     if _holds_text(kind):  # binary, string views, lists, structs, maps: through Python
         changed = [0]
-        clean = [_scrub_value(v, scan.text, changed) for v in array.to_pylist()]
+        clean = [_scrub_value(v, scan, changed) for v in array.to_pylist()]
         return (pa.array(clean, type=kind), changed[0]) if changed[0] else (array, 0)
     return array, 0
 
@@ -130,7 +151,8 @@ def _holds_text(kind: pa.DataType) -> bool:
     return any(_holds_text(kind.field(i).type) for i in range(kind.num_fields))
 
 
-def _scrub_value(value: Any, text: Callable[[str], str], count: list[int]) -> Any:
+def _scrub_value(value: Any, scan: Scan, count: list[int]) -> Any:
+    text = scan.text
     if isinstance(value, str):
         clean = text(value)
         count[0] += clean != value
@@ -143,12 +165,26 @@ def _scrub_value(value: Any, text: Callable[[str], str], count: list[int]) -> An
         count[0] += 1
         return clean.encode("utf-8", "surrogateescape")
     if isinstance(value, dict):
-        return {k: _scrub_value(v, text, count) for k, v in value.items()}
+        return {k: _field(k, v, scan, count) for k, v in value.items()}
     if isinstance(value, list):
         if value and isinstance(value[0], tuple):  # a map: (key, value) pairs
-            return [tuple(_scrub_value(x, text, count) for x in pair) for pair in value]
-        return [_scrub_value(v, text, count) for v in value]
+            return [(_scrub_value(k, scan, count), _field(k, v, scan, count)) for k, v in value]
+        return [_scrub_value(v, scan, count) for v in value]
     return value
+
+
+def _field(name: Any, value: Any, scan: Scan, count: list[int]) -> Any:
+    """A struct field's or a map entry's ``value``: hidden whole under a secret name (a text
+    only: the column's type is kept), else scrubbed."""
+    if (
+        isinstance(value, str | bytes)
+        and value
+        and isinstance(name, str)
+        and scan.secret_field(name)
+    ):
+        count[0] += 1
+        return REDACTED if isinstance(value, str) else REDACTED.encode()
+    return _scrub_value(value, scan, count)
 
 
 def _scrub_strings(array: pa.Array, scan: Scan) -> tuple[pa.Array, int]:
@@ -196,10 +232,13 @@ def shape_pattern(policy: RedactPolicy, secrets: tuple[str, ...] = ()) -> str | 
     parts += [_re2(pattern.pattern, pattern.flags) for _, pattern in BUILTIN_PATTERNS]
     parts += [_re2(pattern) for pattern in policy.values]
     keys = compact_patterns(policy.keys)
-    if keys:
+    if keys:  # a secret name (by the key patterns, whole words, roles) before ":" "=", a flag's
         words = "|".join("[_.\\-]*".join(re.escape(c) for c in key) for key in keys)
+        words += "|pass|pwd|bearer|jwt|keys?|sig|signature|pat|dsn|session"
         parts.append(f"(?i:{words})[^\\s:=]*[\"']?[ \\t]*[:=]")
-    parts += ["://[^/\\s?#]*@", "PRIVATE KEY|PuTTY"]  # URL credentials, private keys
+        parts.append(f"-(?i:[^\\s:=]*(?:{words}))[^\\s:=]*[ \\t]")
+    # URL credentials (a password may hold "?" or "#"), private keys (a marker YAML folded too)
+    parts += ["://[^/\\s]*@", "PRIVATE[ \\t]*\\n?[+\\- \\t]*KEY|PuTTY"]
     parts += [
         re.escape(s) for s in sorted({*policy.secrets, *secrets}) if len(s) >= MIN_SCRUB_LENGTH
     ]
@@ -217,8 +256,8 @@ def shape_pattern(policy: RedactPolicy, secrets: tuple[str, ...] = ()) -> str | 
 def _re2(pattern: str, flags: int = 0) -> str | None:
     """``pattern`` (Python syntax) as RE2 syntax matching at least wherever it matches:
     lookarounds, anchors and word boundaries dropped, possessive and atomic repeats made
-    plain, groups made non-capturing, repeat counts over RE2's limit left open; None when it
-    uses what RE2 has no superset for (backreferences, conditionals)."""
+    plain, groups made non-capturing, upper counts over :data:`_RE2_MAX_RANGE` left open;
+    None when it uses what RE2 has no superset for (backreferences, conditionals)."""
     out: list[str] = []
     i, n = 0, len(pattern)
     verbose = bool(flags & re.VERBOSE)
@@ -275,7 +314,7 @@ def _re2(pattern: str, flags: int = 0) -> str | None:
                 continue
             low, comma, high = counts.partition(",")
             low = low or "0"
-            if int(low) > _RE2_MAX_REPEAT or (high and int(high) > _RE2_MAX_REPEAT):
+            if int(low) > _RE2_MAX_REPEAT or (high and int(high) > _RE2_MAX_RANGE):
                 out.append(f"{{{min(int(low), _RE2_MAX_REPEAT)},}}")
             else:
                 out.append(f"{{{low}{comma}{high}}}")

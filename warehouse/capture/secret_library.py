@@ -146,19 +146,38 @@ class Gates:
             for literal in gate.needs[0] if gate.needs else ():
                 first.setdefault(literal, []).append(i)
         self._first = first
-        self._exact = tuple(sorted({x for g in self.gates if not g.lower for x in g.literals}))
-        self._lowered = tuple(sorted({x for g in self.gates if g.lower for x in g.literals}))
+        self._exact = _by_rarest({x for g in self.gates if not g.lower for x in g.literals})
+        self._lowered = _by_rarest({x for g in self.gates if g.lower for x in g.literals})
 
     def opened(self, text: str) -> list[int]:
         """The indices of the gates ``text`` opens, in order."""
-        present = {x for x in self._exact if x in text}
+        present = _present(self._exact, text)
         if self._lowered:
-            low = text.lower()
-            present.update(x for x in self._lowered if x in low)
+            present.update(_present(self._lowered, text.lower()))
         candidates = {i for literal in present for i in self._first.get(literal, ())}
         frozen = frozenset(present)
         opened = [i for i in candidates if self.gates[i].opens(frozen)]
         return sorted([*self.always, *opened])
+
+
+# letters by how common they are in English text: a literal is filed under its rarest character
+# (one not here is rarer than all: a capital, a digit, "_", "-", "."), which most texts lack
+_COMMON = " etaoinsrhldcumfpgwybvkxjqz"
+
+
+def _by_rarest(literals: Iterable[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``literals`` filed by their rarest character: what :func:`_present` reads."""
+    files: dict[str, list[str]] = {}
+    for literal in sorted(literals):
+        rarest = max(literal, key=lambda c: _COMMON.find(c) if c in _COMMON else len(_COMMON))
+        files.setdefault(rarest, []).append(literal)
+    return tuple((char, tuple(found)) for char, found in sorted(files.items()))
+
+
+def _present(files: tuple[tuple[str, tuple[str, ...]], ...], text: str) -> set[str]:
+    """The literals of ``files`` (:func:`_by_rarest`) in ``text``: a file whose character the
+    text lacks is passed over whole."""
+    return {x for char, found in files if char in text for x in found if x in text}
 
 
 def _required(items: Any) -> list[frozenset[str]]:

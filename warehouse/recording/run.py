@@ -322,7 +322,10 @@ class ActiveRun:
 
     def log_step_metrics(self, step: int, epoch: int | None, metrics: Mapping[str, float]) -> None:
         """:meth:`log_step` with the metrics in a mapping, whatever their names: ``epoch`` or
-        ``step`` too (``warehouse watch`` records the names a program prints)."""
+        ``step`` too (``warehouse watch`` records the names a program prints); the names
+        scrubbed as :meth:`log_step`'s."""
+        if not self._scrub.known(metrics):
+            metrics = self._scrub.names(metrics, "steps")
         (self._steps or self.open_steps()).log_step(step, epoch, **metrics)
 
     def open_steps(self) -> StepLogger:
