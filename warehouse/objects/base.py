@@ -8,6 +8,7 @@ Hashing, deduplication policy and retries live above (the recorder, the outbox).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol, Self
@@ -46,7 +47,27 @@ def object_key(experiment: str, run_id: str, kind: str, name: str) -> str:
                 "with '/', hold '.', '..' or empty path segments, backslashes or control "
                 "characters"
             )
-    return "/".join(parts.values())
+    return "/".join(fit_segment(seg) for value in parts.values() for seg in value.split("/"))
+
+
+SEGMENT_BYTES = 200
+"""The longest key segment: most filesystems hold 255 bytes in a file name (ext4, APFS,
+NTFS), and a durable write first writes ``.<name>.<pid>.<random>.tmp`` beside it."""
+
+
+def fit_segment(segment: str) -> str:
+    """``segment`` when it fits :data:`SEGMENT_BYTES` in UTF-8; else its start, ``~``, 16 hex
+    digits of its sha256 and its suffix (``.txt``, up to 16 bytes): the same on every store
+    and every run, and two long names that differ anywhere stay apart."""
+    raw = segment.encode()
+    if len(raw) <= SEGMENT_BYTES:
+        return segment
+    dot = segment.rfind(".")
+    suffix = segment[dot:] if dot > 0 and len(segment[dot:].encode()) <= 16 else ""
+    tag = "~" + hashlib.sha256(raw).hexdigest()[:16] + suffix
+    room = SEGMENT_BYTES - len(tag.encode())
+    head = raw[:room].decode(errors="ignore")  # cut at a character's boundary
+    return head + tag
 
 
 def put_each(
