@@ -157,3 +157,32 @@ def test_the_shape_pattern_holds_every_rule_and_re2_reads_it() -> None:
     assert "AccountKey=" in pattern  # detect-secrets' Azure plugin
     assert "corp-[0-9]{6}" in pattern  # the user's
     assert "authorization" in pattern  # the project's own
+
+
+SECRET_COLUMNS = ["password", "db_password", "api_key", "apiKey", "client_secret", "auth_token"]
+ORDINARY_COLUMNS = ["label", "text", "prediction", "token", "tokens", "sort_key", "passage"]
+
+
+@given(
+    st.sampled_from(SECRET_COLUMNS),
+    st.lists(st.one_of(st.none(), st.text(max_size=12)), min_size=1, max_size=20),
+)
+def test_a_text_column_under_a_secret_name_is_hidden_whatever_its_values(
+    name: str, values: list[str | None]
+) -> None:
+    """A password a person picked ('hunter2') has no shape: under a secret column name it is
+    hidden anyway, as a config value under a secret key is; nulls stay null."""
+    batch = pa.record_batch({"sample_id": [str(i) for i in range(len(values))], name: values})
+    for column in (batch, batch.set_column(1, name, batch.column(1).dictionary_encode())):
+        clean, changed = scrub_batch(column, POLICY)
+        hidden = [None if v is None else REDACTED for v in values]
+        assert clean.column(name).to_pylist() == hidden
+        assert changed.get(name, 0) == sum(v is not None and v != REDACTED for v in values)
+
+
+@pytest.mark.parametrize("name", ORDINARY_COLUMNS)
+def test_a_text_column_under_an_ordinary_name_keeps_its_values(name: str) -> None:
+    values = ["hunter2", "cat", None, "bert-base-uncased"]
+    clean, changed = scrub_batch(pa.record_batch({name: values}), POLICY)
+    assert clean.column(name).to_pylist() == values
+    assert changed == {}

@@ -104,7 +104,9 @@ def scrub_batch(
         count = 0
         if new_name != name:
             changed[f"{new_name} (name)"] = 1
-        if name not in skipped:
+        if name not in skipped and secret_field(name) and _is_text(column.type):
+            column, count = _hidden(column)  # a password column: its values, whatever they are
+        elif name not in skipped:
             column, count = scrub_array(column, scan)
         if count:
             changed[new_name] = count
@@ -113,6 +115,29 @@ def scrub_batch(
     if not changed:
         return batch, {}
     return pa.RecordBatch.from_arrays(columns, names=names), changed
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
+
+
+def _hidden(array: pa.Array) -> tuple[pa.Array, int]:
+    """A text column under a secret name (``password``, ``api_key``): every value hidden, as a
+    config value under such a key is; nulls stay null. The number of values changed."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(array.type):
+        array = array.cast(array.type.value_type)
+    changed = int(pc.sum(pc.not_equal(array, REDACTED)).as_py() or 0)
+    if not changed:
+        return array, 0
+    mark = pa.scalar(REDACTED, array.type)
+    return pc.if_else(array.is_valid(), mark, pa.scalar(None, array.type)), changed
 
 
 def scrub_array(array: pa.Array, scan: Scan) -> tuple[pa.Array, int]:
