@@ -251,3 +251,11 @@ def test_the_gates_open_exactly_where_the_literals_are(text: str) -> None:
         )
     ]
     assert _GATES.opened(text) == expected
+
+
+def test_an_entra_secret_in_a_file_name_before_its_extension_is_found() -> None:
+    """Found by the fresh-secret test (seed 2914624788): an artifact named
+    'weights-<Entra client secret>.bin' was stored, the '.' after the secret stopping the rule."""
+    secret = "n8T8Q~-PbN-EQ9xKKYTWvyqEci06NpHubxbf8~iZ"
+    assert POLICY.text(f"weights-{secret}.bin") == f"weights-{REDACTED}.bin"
+    assert POLICY.text(f"ckpt-{secret}.pt") == f"ckpt-{REDACTED}.pt"

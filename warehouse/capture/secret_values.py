@@ -105,10 +105,11 @@ VALUE_PATTERNS: tuple[tuple[str, str], ...] = (
         "terraform cloud token",
         r"(?<![A-Za-z0-9])[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_\-=]{60,1024}+",
     ),
-    # Microsoft Entra (Azure AD) client secrets: 3 characters, a digit, "Q~", 31 to 34 more
+    # Microsoft Entra (Azure AD) client secrets: 3 characters, a digit, "Q~", 31 to 34 more;
+    # a '.' may follow (a file name's extension: 'weights-<secret>.bin'), so the body backtracks
     (
         "azure client secret",
-        r"(?<![A-Za-z0-9~.])[A-Za-z0-9_~.\-]{3}[0-9]Q~[A-Za-z0-9_~.\-]{31,34}+(?![\w~.\-])",
+        r"(?<![A-Za-z0-9~.])[A-Za-z0-9_~.\-]{3}[0-9]Q~[A-Za-z0-9_~.\-]{31,34}(?![\w~\-])",
     ),
     # passwords a command line gives to a known tool without a key name
     (
