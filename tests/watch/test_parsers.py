@@ -602,3 +602,59 @@ def test_random_bytes_never_crash_the_reader() -> None:
         for step, _, metrics in points_of(data, rng.randrange(1, 50)):
             assert isinstance(step, int)
             assert all(isinstance(v, float) for v in metrics.values())
+
+
+def _unsure_and_points(stem: str) -> tuple[int, list[Point]]:
+    unsure, points = 0, []
+    for suffix in ("stdout", "stderr"):
+        reader = OutputReader()
+        points += reader.feed((scoring.HERE / f"{stem}.{suffix}").read_bytes()) + reader.close()
+        unsure += reader.assembler.unsure_steps
+    return unsure, points
+
+
+def _per_step_drawings(stem: str) -> set[tuple[int | None, int]]:
+    """(epoch, counter) of each Rich drawing inside its bar whose ``train*`` values changed
+    since the drawing before: a step's own values, or the step before's (a lagging draw)."""
+    from warehouse.watch.parsers.rich import RichBars
+
+    frames = FrameReader()
+    data = (scoring.HERE / f"{stem}.stdout").read_bytes()
+    bars, readings = RichBars(), []
+    for frame in frames.feed(data) + frames.close():
+        got = bars.parse(frame)
+        readings += bars.ready() + (got or [])
+    readings += bars.close()
+    drawn, before = set(), {}
+    for r in readings:
+        shown = {k: v for k, v in r.texts.items() if k.startswith("train")}
+        changed = any(before.get(k) != v for k, v in shown.items())
+        before.update(shown)
+        if changed and r.counter and r.total and 0 < r.counter < r.total:
+            drawn.add((r.epoch, r.counter))
+    return drawn
+
+
+def test_steps_a_lagging_bar_leaves_out_are_counted_never_dropped_silently() -> None:
+    """Lightning's Rich bar in a terminal may draw a step's counter with the step before's
+    values, so a step drawn once is left out. Rule: every step drawn inside the bar with new
+    values is either recorded or counted in ``unsure_steps`` (which ``watch`` reports); and no
+    other capture (pipes, other families) counts any."""
+    rich_terminal = [s for s in scoring.captures() if s.startswith("lightning") and "rich" in s]
+    rich_terminal = [s for s in rich_terminal if "__tty" in s]
+    assert len(rich_terminal) >= 8
+    counted = 0
+    for stem in scoring.captures():
+        unsure, points = _unsure_and_points(stem)
+        if stem not in rich_terminal:
+            assert unsure == 0, stem
+            continue
+        counted += unsure
+        recorded = {
+            step
+            for step, _, metrics in points
+            if any(k.startswith("train") and not k.endswith("epoch") for k in metrics)
+        }
+        drawn = _per_step_drawings(stem)
+        assert unsure + len(recorded) >= len(drawn), (stem, unsure, len(recorded), len(drawn))
+    assert counted > 0

@@ -27,7 +27,8 @@ from warehouse.live.step_docs import is_tick
 from warehouse.models import normalise_name
 from warehouse.stores.base import RunQuery, StepRange
 from warehouse.stores.local import LocalStore
-from warehouse.watch.parsers import SPLITS, Point
+from warehouse.watch import UNSURE_NOTE
+from warehouse.watch.parsers import SPLITS, OutputReader, Point
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 import scoring
@@ -84,6 +85,17 @@ def final_of(run: dict[str, Any]) -> scoring.Final:
     return final
 
 
+def unsure_steps(stem: str) -> int:
+    """Steps the parser leaves out as drawn once by a lagging bar, over both streams."""
+    count = 0
+    for suffix in ("stdout", "stderr"):
+        reader = OutputReader()
+        reader.feed((FIXTURES / f"{stem}.{suffix}").read_bytes())
+        reader.close()
+        count += reader.assembler.unsure_steps
+    return count
+
+
 def parser_points(stem: str) -> list[Point]:
     points, _ = scoring.replay(stem)
     out: list[Point] = []
@@ -114,6 +126,13 @@ def test_every_capture_replayed_through_watch_reaches_the_store(tmp_path: Path) 
         if b"Traceback" in out.stderr[len((FIXTURES / f"{stem}.stderr").read_bytes()) :]:
             problems.append(f"{stem}: watch printed a traceback")
         run = got["run"]
+        unsure = unsure_steps(stem)  # steps a lagging bar drew once: said, and noted
+        said = f"warehouse watch: {unsure} step(s) drawn only once".encode()
+        noted = [n for n in run.get("recording_notes") or [] if "drawn only once" in n]
+        if bool(unsure) != (said in out.stderr) or noted != (
+            [UNSURE_NOTE.format(steps=unsure)] if unsure else []
+        ):
+            problems.append(f"{stem}: {unsure} unsure step(s), noted {noted}")
         want_status = "completed" if got["code"] == 0 else "failed"
         if run["status"] != want_status or (got["code"] == 0 and run["error"] is not None):
             problems.append(f"{stem}: run {run['status']} ({run['error']})")

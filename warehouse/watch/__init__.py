@@ -51,6 +51,12 @@ DRAIN_TIMEOUT_S = 2.0
 QUEUE_CHUNKS = 256  # read chunks waiting for the parser (16 MiB at most)
 PIPE_BYTES = 1 << 20  # a roomy pipe: the child rarely waits for us
 NICE = 10
+UNSURE_NOTE = (
+    "{steps} step(s) drawn only once by Lightning's Rich progress bar were not recorded: in a "
+    "terminal it may draw a step's counter before that step's values. For every step, add "
+    "warehouse's Lightning logger (README: PyTorch Lightning), or run with the default "
+    "TQDMProgressBar"
+)
 SWITCH_INTERVAL_S = 0.0005  # hand the GIL back to the pass-through threads quickly
 
 Step = Point
@@ -211,6 +217,12 @@ class Watcher:
         for reader in self.readers:
             latest.update(reader.assembler.latest)
         return split_metrics(latest)
+
+    @property
+    def unsure_steps(self) -> int:
+        """Steps whose values were drawn once by a bar that may draw a step's counter before
+        its values (Lightning's Rich bar in a terminal): left out rather than guessed."""
+        return sum(reader.assembler.unsure_steps for reader in self.readers)
 
     def _emit(self, step: Step) -> None:  # under self._lock
         self.steps_seen += 1
@@ -451,6 +463,10 @@ def _close_run(
             log.warning("warehouse watch: no metrics found in the output; it reads %s", FORMATS)
         for split, metrics in final.items():
             run.log_metrics(split, metrics)
+        unsure = watcher.unsure_steps
+        if unsure:
+            run.note(UNSURE_NOTE.format(steps=unsure))
+            log.warning("warehouse watch: %s", UNSURE_NOTE.format(steps=unsure))
         if primary_metric is None:
             _pick_primary_alias(run, PrimaryMetric)
         error: BaseException | None = None if status == 0 else CommandFailed(describe(status))

@@ -86,6 +86,14 @@ class Bars:
         self._frames = 0
         self._last: _Bar | None = None  # the bar of the frame before
         self.between: list[tuple[int, dict[str, float]]] = []  # steps a stale counter skipped
+        self._unsure_left = 0  # steps a lagging bar drew once and never again (values left out)
+
+    @property
+    def unsure_steps(self) -> int:
+        """How many steps' per-step values a lagging bar (Lightning's Rich bar in a terminal)
+        drew only once, so that whether they were that step's is unknown: they are not
+        recorded, and ``warehouse watch`` says so at the end (counted, not kept: O(1))."""
+        return self._unsure_left + sum(bar.unsure is not None for bar in self._bars.values())
 
     def new_epoch(self, prefix: str) -> None:
         """An epoch header was printed: bars named ``prefix...`` start again at their next frame."""
@@ -158,6 +166,8 @@ class Bars:
                 bar.per_step[name] = per_step = True
             bar.changed[name] = changed
             if per_step and lagging and not same_counter:
+                if bar.unsure is not None and bar.unsure != here:
+                    self._unsure_left += 1  # the one before was never drawn again
                 bar.unsure = here
                 continue  # drawn before or after this step's values were set: unknown
             if taken and not settled and (per_step or counter == 0):

@@ -152,6 +152,11 @@ class Assembler:
         self._last_step = step
         return self._add(step, epoch, metrics)
 
+    @property
+    def unsure_steps(self) -> int:
+        """Steps whose values a lagging bar drew once and were left out (see ``Bars``)."""
+        return self._bars.unsure_steps
+
     def flush(self) -> list[Point]:
         """The point being assembled, if any."""
         point, self._pending = self._pending, None
