@@ -106,6 +106,10 @@ def sample_columns(split: str, batch: pa.RecordBatch) -> pa.RecordBatch:
             f"sample columns {batch.schema.names} collide once normalised to {names}"
         )
     batch = batch.rename_columns(names)
+    for i, field in enumerate(batch.schema):
+        safe = nested_names(field.type, field.name)
+        if safe != field.type:  # the same buffers under normalised field names
+            batch = batch.set_column(i, field.name, batch.column(i).view(safe))
     if "sample_id" not in names:
         raise InvalidRecord(
             f"samples of split {split!r} have no 'sample_id' column "
@@ -116,4 +120,36 @@ def sample_columns(split: str, batch: pa.RecordBatch) -> pa.RecordBatch:
     )
 
 
-__all__ = ["Names", "as_number", "sample_columns"]
+def nested_names(kind: pa.DataType, path: str) -> pa.DataType:
+    """``kind`` with the field names of its structs (in lists too) normalised as column names
+    are: Elasticsearch reads a dot in a field name as a path, so ``{"a.b": 1, "a.b.c": 2}``
+    would be refused there while the local store kept it; both now store ``a_b`` and
+    ``a_b_c``. InvalidRecord when two fields of one struct become one."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(kind):
+        fields = [kind.field(i) for i in range(kind.num_fields)]
+        names = [normalise_name(f.name) for f in fields]
+        if len(set(names)) != len(names):
+            raise InvalidRecord(
+                f"the fields {[f.name for f in fields]} of sample column {path!r} collide "
+                f"once normalised to {names}; rename them"
+            )
+        return pa.struct(
+            [
+                pa.field(name, nested_names(f.type, f"{path}.{name}"), f.nullable, f.metadata)
+                for name, f in zip(names, fields, strict=True)
+            ]
+        )
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        item = kind.value_field
+        safe = pa.field(item.name, nested_names(item.type, path), item.nullable, item.metadata)
+        return pa.list_(safe) if pa.types.is_list(kind) else pa.large_list(safe)
+    if pa.types.is_fixed_size_list(kind):
+        item = kind.value_field
+        safe = pa.field(item.name, nested_names(item.type, path), item.nullable, item.metadata)
+        return pa.list_(safe, kind.list_size)
+    return kind
+
+
+__all__ = ["Names", "as_number", "nested_names", "sample_columns"]
