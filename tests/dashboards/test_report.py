@@ -320,7 +320,28 @@ def test_report_shows_the_slice_heat_map_and_seeds_as_the_cli_does(
         assert row[1] == str(group["n_seeds"]) == "3"
         assert float(row[2]) == pytest.approx(group["mean"], abs=5e-5)
         assert float(row[3]) == pytest.approx(group["std"], abs=5e-5)
-        assert row[5] == ("yes" if group["lucky_seed"] else "no")
+        assert row[5] == {True: "yes", False: "no", None: "—"}[group["lucky_seed"]]
+
+
+def test_a_group_too_small_to_judge_shows_no_lucky_seed_call(home: Path, tmp_path: Path) -> None:
+    """Two seeds cannot make a lucky-seed call: the CLI shows "—" (None), and so does the
+    report, where it once said "no"."""
+    import warehouse
+    from warehouse.models import resolve_metric
+    from warehouse.query.replicates import replicates
+
+    settings = load(cli={"capture_git_diff": False, "system_interval_s": 0})
+    for seed, acc in enumerate((0.7, 0.8)):
+        config = {"model": "pair", "seed": seed}
+        with warehouse.start_run("pair", config, settings=settings, cwd=tmp_path) as run:
+            run.log_metrics("val", {"acc": acc})
+    with open_store(settings) as store:
+        [group] = replicates(store, resolve_metric("val.acc"), flips=False)
+    assert group["n_seeds"] == 2
+    assert group["lucky_seed"] is None
+    [row] = table_rows(report_text(tmp_path), "seeds")
+    assert row[0] == "pair"
+    assert row[5] == "—"
 
 
 def test_report_without_labels_leaves_the_heat_map_out(

@@ -28,6 +28,7 @@ from warehouse.dashboards.vega import (
 )
 from warehouse.errors import ConfigurationError
 from warehouse.models import resolve_metric
+from warehouse.output import table_cell
 
 if TYPE_CHECKING:
     from warehouse.query.overview import Overview
@@ -318,15 +319,15 @@ def _seeds_section(data: Overview) -> str:
             _fmt(r.get("mean")),
             _fmt(r.get("std")),
             _interval(r.get("ci_low"), r.get("ci_high")),
-            "yes" if r.get("lucky_seed") else "no",
+            table_cell(r.get("lucky_seed"), "lucky_seed", ""),  # None: "—", as the CLI
         ]
         for r in groups
     ]
     head = ["experiment", "seeds", f"mean {data.metric}", "std", "95% interval", "lucky seed"]
     note = (
-        "Runs whose configs differ only in their seed, per group: a lucky seed is a best run "
-        "more than 2 standard deviations above its group's mean, or a group of fewer than 3 "
-        "seeds."
+        "Runs whose configs differ only in their seed, per group: a lucky seed is a best seed "
+        "beyond what the group's other seeds predict (a leave-one-out prediction bound); "
+        "— where no call can be made: fewer than 3 seeds, or other seeds that agree exactly."
     )
     table = _table(head, rows, numeric={1, 2, 3})
     muted = f'<p class="muted">{html.escape(note)}</p>'
