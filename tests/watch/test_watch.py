@@ -169,7 +169,13 @@ def test_sigterm_is_forwarded_and_the_run_is_interrupted(tmp_path: Path, home: P
 
 def test_sigint_sent_to_watch_alone_reaches_the_child(tmp_path: Path, home: Path) -> None:
     script = tmp_path / "child.py"
-    script.write_text('import time\nprint("ready", flush=True)\ntime.sleep(60)\n')
+    # Ctrl-C's usual handling, set explicitly: a suite started in the background by a
+    # non-interactive shell inherits SIGINT ignored, and so would this child (a loaded run of
+    # the suite started with `nohup ... &` failed here, the child sleeping through it)
+    script.write_text(
+        "import signal, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        'print("ready", flush=True)\ntime.sleep(60)\n'
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "warehouse", "watch", "--", sys.executable, str(script)],
         stdin=subprocess.DEVNULL,
