@@ -94,7 +94,9 @@ class CatalogMachine(RuleBasedStateMachine):
             # damaged in place, within one tick of the filesystem's clock (same inode, size and
             # mtime), trusts its checked mapping, and reading it can crash the process (a CI
             # run segfaulted here). Real writes replace the file (a new inode); this damage
-            # does not, so the long-lived reader is reopened, as after a restart.
+            # does not, so the long-lived reader is reopened, as after a restart. (Copying the
+            # checked columns off the mapping fixes it, but costs the lazy mapping of issue 16:
+            # tests/stores/test_local_mapped.py; copying only offsets is the next try.)
             self.new_reader()
 
     @rule()

@@ -56,7 +56,7 @@ from warehouse.stores.local_catalog_files import (
     start_compaction,
     stat,
 )
-from warehouse.stores.local_docs import texts
+from warehouse.stores.local_docs import mismatched, texts
 from warehouse.stores.local_table import DOC, build_table, flatten_run, merge
 
 log = logging.getLogger(__name__)
@@ -159,8 +159,8 @@ class RunCatalog:
             rows = self._all_rows()
         else:
             rows = _Rows(fold.base.table)
-            for run_id in fold.journal.run_ids:
-                rows.delta[run_id] = self._read_run(run_id)
+            for run_id in [*mismatched(fold.base.table), *fold.journal.run_ids]:
+                rows.delta[run_id] = self._read_run(run_id)  # a damaged text: its run file
             self._reconcile(rows)  # never compact away a run that is in runs/
         meta = {}
         if rows.listed is not None and not rows.unreadable:
