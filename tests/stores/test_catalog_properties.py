@@ -90,13 +90,13 @@ class CatalogMachine(RuleBasedStateMachine):
         raw[where % len(raw)] ^= 1 << bit
         path.write_bytes(bytes(raw))  # a new mtime: checked again when next opened
         if path.name == "runs.arrow":
-            # Known limit (issue 25 note): a reader that has runs.arrow mapped while it is
-            # damaged in place, within one tick of the filesystem's clock (same inode, size and
-            # mtime), trusts its checked mapping, and reading it can crash the process (a CI
-            # run segfaulted here). Real writes replace the file (a new inode); this damage
-            # does not, so the long-lived reader is reopened, as after a restart. (Copying the
-            # checked columns off the mapping fixes it, but costs the lazy mapping of issue 16:
-            # tests/stores/test_local_mapped.py; copying only offsets is the next try.)
+            # Damaged in place (same inode and size, often the same mtime tick) under the
+            # long-lived reader that has it mapped: bit rot beneath an open `warehouse ui`.
+            # That reader once crashed here; it now holds copies of the offsets it checked
+            # (local_catalog_files.offsets_owned) and checks each `_doc` text it reads, so it
+            # neither crashes nor loses a run (tests/stores/test_catalog_damage_in_place.py),
+            # but a mapped number damaged after its check is not checked again: this
+            # property wants exact values, so the reader is reopened, as after a restart.
             self.new_reader()
 
     @rule()
