@@ -93,7 +93,7 @@ class CatalogMachine(RuleBasedStateMachine):
             # Damaged in place (same inode and size, often the same mtime tick) under the
             # long-lived reader that has it mapped: bit rot beneath an open `warehouse ui`.
             # That reader once crashed here; it now holds copies of the offsets it checked
-            # (local_catalog_files.offsets_owned) and checks each `_doc` text it reads, so it
+            # (local_docs.offsets_owned) and checks each `_doc` text it reads, so it
             # neither crashes nor loses a run (tests/stores/test_catalog_damage_in_place.py),
             # but a mapped number damaged after its check is not checked again: this
             # property wants exact values, so the reader is reopened, as after a restart.

@@ -39,6 +39,66 @@ class MappedFile:
         return buffer is not None and self.start <= buffer.address < self.end
 
 
+def offsets_owned(table: pa.Table) -> pa.Table:
+    """``table`` read from a mapped ``runs.arrow``, with the buffers that say *where* values
+    lie (offsets of text, binary and list values, dictionary indices) copied into this
+    process's memory once the file's CRC-32 was checked; the values stay mapped, read only
+    where a view touches them (issue 16). A mapping shows the file as it is now: damaged in
+    place under a long-lived reader (bit rot beneath an open ``warehouse ui``, with the same
+    inode, size and mtime), a bad offset made that reader read past its buffers and crash,
+    while a bad value is only a bad value (and a ``_doc`` text is checked against its own
+    CRC-32 when read). The copies are a few bytes per row and column."""
+    columns = [
+        pa.chunked_array([_offsets_owned(chunk) for chunk in column.chunks], column.type)
+        for column in table.columns
+    ]
+    return pa.Table.from_arrays(columns, schema=table.schema)
+
+
+def _offsets_owned(array: pa.Array) -> pa.Array:
+    kind = array.type
+    if array.offset:  # not how IPC reads a file; copied whole rather than reasoned about
+        return array.copy_to(pa.default_cpu_memory_manager())
+    if pa.types.is_dictionary(kind):
+        return pa.DictionaryArray.from_arrays(
+            array.indices.copy_to(pa.default_cpu_memory_manager()),
+            _offsets_owned(array.dictionary),
+        )
+    if (
+        pa.types.is_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_large_binary(kind)
+    ):
+        validity, offsets, data = array.buffers()
+        return pa.Array.from_buffers(
+            kind, len(array), [validity, _copied(offsets), data], array.null_count
+        )
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind):
+        validity, offsets = array.buffers()[:2]
+        values = _offsets_owned(array.values)
+        return pa.Array.from_buffers(
+            kind, len(array), [validity, _copied(offsets)], array.null_count, children=[values]
+        )
+    if pa.types.is_fixed_size_list(kind):
+        values = _offsets_owned(array.values)
+        return pa.Array.from_buffers(
+            kind, len(array), [array.buffers()[0]], array.null_count, children=[values]
+        )
+    if pa.types.is_struct(kind):
+        children = [_offsets_owned(array.field(i)) for i in range(kind.num_fields)]
+        return pa.Array.from_buffers(
+            kind, len(array), [array.buffers()[0]], array.null_count, children=children
+        )
+    if pa.types.is_nested(kind) or pa.types.is_union(kind):  # unions, views: not ours
+        return array.copy_to(pa.default_cpu_memory_manager())
+    return array  # fixed-width values and bits: a flipped one is a wrong value, not a crash
+
+
+def _copied(buffer: pa.Buffer | None) -> pa.Buffer | None:
+    return None if buffer is None else pa.py_buffer(buffer.to_pybytes())
+
+
 def damaged(path: Path, reason: str) -> StoreUnavailable:
     """The error (or warning) for a catalog file whose bytes are not what was written."""
     return StoreUnavailable(
@@ -154,4 +214,4 @@ def mismatched(table: pa.Table, chunk_rows: int = 4096) -> list[str]:
     return bad
 
 
-__all__ = ["MappedFile", "damaged", "indices", "mismatched", "texts"]
+__all__ = ["MappedFile", "damaged", "indices", "mismatched", "offsets_owned", "texts"]
